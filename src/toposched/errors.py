@@ -1,0 +1,39 @@
+"""Errors shared by every layer of toposched.
+
+Bad input must produce one clear message naming where it came from (the file or object), the
+field that is wrong and what is wrong with it. ``InputError`` carries those three parts so
+callers at the edges (CLI, extender) can print them without a traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InputError", "ToposchedError"]
+
+
+class ToposchedError(Exception):
+    """Base class of every error toposched raises on purpose."""
+
+
+class InputError(ToposchedError, ValueError):
+    """Input that cannot be accepted: names the source, the field and the problem.
+
+    ``source`` is a file path or an object reference such as ``pod default/web-0``; it may be
+    filled in later by the caller that knows it (see :meth:`with_source`).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, source: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.source = source
+
+    def with_source(self, source: str) -> "InputError":
+        """Return this error with ``source`` set, unless a source is already known."""
+        if self.source is None:
+            self.source = source
+        return self
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.source, self.field) if p]
+        prefix = ": ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
