@@ -1,0 +1,102 @@
+"""Kubernetes resource quantities ("100m", "4Gi", "1e3", "2") as exact numbers.
+
+Parsing follows apimachinery's ``resource.Quantity`` grammar: a signed decimal number followed
+by a binary suffix (Ki Mi Gi Ti Pi Ei), a decimal suffix (n u m "" k M G T P E) or a decimal
+exponent (e3, E-2). Values are exact :class:`fractions.Fraction` so nothing rounds silently;
+:func:`canonical_units` turns a request into the integers the rest of toposched computes with.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from toposched.errors import InputError
+
+__all__ = ["canonical_units", "format_bytes", "format_cpu", "parse_quantity"]
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_GRAMMAR = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+# Larger than any real node (2^63 bytes is apimachinery's own ceiling for int64 values).
+_ABSURD = Fraction(2**63)
+
+
+def parse_quantity(value: str | int | float, *, field: str | None = None) -> Fraction:
+    """Parse a quantity into an exact Fraction; raise InputError quoting it when it is not one.
+
+    Negative and absurdly large (≥ 2^63) values are refused: no request or capacity is either.
+    """
+    if isinstance(value, bool):
+        raise InputError(f"quantity {value!r} is not a number", field=field)
+    if isinstance(value, int):
+        number = Fraction(value)
+    elif isinstance(value, float):
+        number = Fraction(str(value))
+    elif isinstance(value, str):
+        number = _parse_text(value.strip(), field)
+    else:
+        raise InputError(f"quantity {value!r} is not a string or number", field=field)
+    if number < 0:
+        raise InputError(f"quantity {value!r} is negative", field=field)
+    if number >= _ABSURD:
+        raise InputError(f"quantity {value!r} is absurdly large", field=field)
+    return number
+
+
+def _parse_text(text: str, field: str | None) -> Fraction:
+    match = _GRAMMAR.match(text)
+    if not match:
+        raise InputError(f"quantity {text!r} is not a number with an optional unit", field=field)
+    number, suffix = Fraction(match.group(1)), match.group(2)
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    exp = _EXPONENT.match(suffix)
+    if exp:
+        power = int(exp.group(1))
+        if abs(power) > 30:
+            raise InputError(f"quantity {text!r} has an absurd exponent", field=field)
+        return number * Fraction(10) ** power
+    raise InputError(f"quantity {text!r} has an unknown unit {suffix!r}", field=field)
+
+
+def canonical_units(resource: str, value: str | int | float, *, field: str | None = None) -> int:
+    """A quantity in the integer unit toposched uses for this resource.
+
+    ``cpu`` becomes millicores (rounded up, as the kubelet rounds a request up to 1m);
+    everything else (memory, hugepages-*, ephemeral-storage, extended resources) becomes a
+    whole number, rounded up like apimachinery's ``Value()``.
+    """
+    q = parse_quantity(value, field=field or resource)
+    if resource == "cpu":
+        q *= 1000
+    whole = -(-q.numerator // q.denominator)
+    return int(whole)
+
+
+def format_cpu(millis: int) -> str:
+    """Millicores as a quantity string: whole CPUs as "4", others as "1500m"."""
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def format_bytes(value: int) -> str:
+    """Bytes as the shortest exact binary quantity ("4Gi", "512Mi", "1000")."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = _BINARY[suffix]
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)

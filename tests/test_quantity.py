@@ -1,0 +1,56 @@
+"""Kubernetes quantity parsing: the apimachinery grammar, exact values, refusals."""
+
+from fractions import Fraction
+
+import pytest
+
+from toposched.errors import InputError
+from toposched.quantity import canonical_units, format_bytes, format_cpu, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1", 1),
+        ("100m", Fraction(1, 10)),
+        ("1.5", Fraction(3, 2)),
+        ("4Gi", 4 * 2**30),
+        ("512Mi", 512 * 2**20),
+        ("1k", 1000),
+        ("1M", 10**6),
+        ("1e3", 1000),
+        ("1E-3", Fraction(1, 1000)),
+        (".5", Fraction(1, 2)),
+        ("2Ki", 2048),
+        (3, 3),
+        (0.25, Fraction(1, 4)),
+    ],
+)
+def test_parse(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1Zi", "-1", "1.2.3", "Gi", "9Ei", "1e99", True, None])
+def test_refused(text):
+    with pytest.raises(InputError):
+        parse_quantity(text, field="resources.requests.memory")
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "units"),
+    [("cpu", "2", 2000), ("cpu", "100m", 100), ("cpu", "0.0001", 1), ("memory", "1Gi", 2**30), ("memory", "1.5k", 1500),
+     ("nvidia.com/gpu", "2", 2)],
+)
+def test_canonical_units(resource, text, units):
+    assert canonical_units(resource, text) == units
+
+
+def test_format():
+    assert format_cpu(4000) == "4" and format_cpu(1500) == "1500m"
+    assert format_bytes(4 * 2**30) == "4Gi" and format_bytes(1000) == "1000" and format_bytes(0) == "0"
+
+
+def test_error_names_field_and_value():
+    with pytest.raises(InputError) as err:
+        parse_quantity("-4Gi", field="spec.containers[0].resources.requests.memory")
+    assert "spec.containers[0].resources.requests.memory" in str(err.value) and "'-4Gi'" in str(err.value)
