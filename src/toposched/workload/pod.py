@@ -1,0 +1,286 @@
+"""What a pod asks for: containers, init containers, requests/limits, QoS class, pod request.
+
+Quantities are held as integers in canonical units (see :mod:`toposched.quantity`): ``cpu`` in
+millicores, memory/hugepages/storage in bytes, extended resources as counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from toposched.errors import InputError
+from toposched.quantity import canonical_units
+
+__all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "Container", "Pod", "Toleration", "add_resources", "max_resources"]
+
+GUARANTEED = "Guaranteed"
+BURSTABLE = "Burstable"
+BEST_EFFORT = "BestEffort"
+
+_QOS_RESOURCES = ("cpu", "memory")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping)) if mapping else _EMPTY
+
+
+def add_resources(total: dict[str, int], extra: Mapping[str, int]) -> dict[str, int]:
+    """Add ``extra`` into ``total`` in place and return it."""
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def max_resources(total: dict[str, int], other: Mapping[str, int]) -> dict[str, int]:
+    """Raise each resource of ``total`` to at least its value in ``other``, in place."""
+    for name, value in other.items():
+        if value > total.get(name, 0):
+            total[name] = value
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """One container's resources. ``restart_policy="Always"`` on an init container makes it a sidecar."""
+
+    name: str
+    requests: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    limits: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    restart_policy: str | None = None
+
+    def __post_init__(self) -> None:
+        for kind, values in (("requests", self.requests), ("limits", self.limits)):
+            for name, value in values.items():
+                if not isinstance(value, int) or value < 0:
+                    raise InputError(f"{value!r} is not a non-negative integer", field=f"{self.name}.{kind}.{name}")
+        # The API server defaults a missing request to the limit; do the same for raw manifests.
+        requests = dict(self.requests)
+        for name, value in self.limits.items():
+            requests.setdefault(name, value)
+        object.__setattr__(self, "requests", _frozen(requests))
+        object.__setattr__(self, "limits", _frozen(self.limits))
+
+    @property
+    def is_sidecar(self) -> bool:
+        """True for a restartable init container (``restartPolicy: Always``)."""
+        return self.restart_policy == "Always"
+
+    def request(self, resource: str) -> int:
+        """The request for one resource in canonical units, 0 when absent."""
+        return self.requests.get(resource, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (``operator`` Equal or Exists; empty ``effect`` tolerates every effect)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        """Whether this toleration tolerates a taint with this key, value and effect."""
+        if self.effect and self.effect != effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != key:
+            return False
+        return self.operator == "Exists" or self.value == value
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the scheduler and the kubelet see it."""
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    node_name: str | None = None
+    scheduler_name: str = "default-scheduler"
+    priority: int = 0
+    overhead: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "containers", tuple(self.containers))
+        object.__setattr__(self, "init_containers", tuple(self.init_containers))
+        for name in ("annotations", "labels", "overhead", "node_selector"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "tolerations", tuple(self.tolerations))
+        names = [c.name for c in (*self.init_containers, *self.containers)]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InputError(f"container names repeat: {dupes}", field="spec.containers", source=f"pod {self.key}")
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def all_containers(self) -> tuple[Container, ...]:
+        """Init containers then app containers, in the order the kubelet admits them."""
+        return self.init_containers + self.containers
+
+    def container(self, name: str) -> Container:
+        """The container (init or app) with this name; ``KeyError`` if none."""
+        for c in self.all_containers:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def qos_class(self) -> str:
+        """The pod's QoS class, computed as the kubelet's ``GetPodQOS``."""
+        requests: dict[str, int] = {}
+        limits: dict[str, int] = {}
+        guaranteed = True
+        for c in (*self.containers, *self.init_containers):
+            for name in _QOS_RESOURCES:
+                if c.requests.get(name, 0) > 0:
+                    requests[name] = requests.get(name, 0) + c.requests[name]
+            found = set()
+            for name in _QOS_RESOURCES:
+                if c.limits.get(name, 0) > 0:
+                    found.add(name)
+                    limits[name] = limits.get(name, 0) + c.limits[name]
+            if found != set(_QOS_RESOURCES):
+                guaranteed = False
+        if not requests and not limits:
+            return BEST_EFFORT
+        if guaranteed and all(limits.get(n) == v for n, v in requests.items()) and len(requests) == len(limits):
+            return GUARANTEED
+        return BURSTABLE
+
+    def effective_requests(self) -> dict[str, int]:
+        """The pod's request as the scheduler counts it (``resource.PodRequests``).
+
+        App containers and sidecars run together; each regular init container runs alone next
+        to the sidecars started before it; the pod needs the larger of the two, plus overhead.
+        """
+        total: dict[str, int] = {}
+        for c in self.containers:
+            add_resources(total, c.requests)
+        sidecars: dict[str, int] = {}
+        init_peak: dict[str, int] = {}
+        for c in self.init_containers:
+            if c.is_sidecar:
+                add_resources(total, c.requests)
+                add_resources(sidecars, c.requests)
+                max_resources(init_peak, sidecars)
+            else:
+                max_resources(init_peak, add_resources(dict(c.requests), sidecars))
+        max_resources(total, init_peak)
+        return add_resources(total, self.overhead)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> "Pod":
+        """Parse a real pod object (JSON/YAML as the API server returns it or as written by hand).
+
+        Unknown fields are ignored; malformed ones raise :class:`InputError` naming the pod
+        and the field path.
+        """
+        if not isinstance(obj, Mapping):
+            raise InputError("a pod must be a mapping", source=source)
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+            raise InputError("metadata and spec must be mappings", field="metadata/spec", source=source)
+        name = meta.get("name") or meta.get("generateName") or ""
+        namespace = meta.get("namespace") or "default"
+        where = source or f"pod {namespace}/{name}"
+        if not name:
+            raise InputError("the pod has no name", field="metadata.name", source=where)
+        try:
+            containers = _containers(spec.get("containers"), "spec.containers")
+            init = _containers(spec.get("initContainers"), "spec.initContainers")
+            overhead = _resources(spec.get("overhead"), "spec.overhead")
+            tolerations = tuple(
+                Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("value", "")),
+                           str(t.get("effect", "")))
+                for t in _list(spec.get("tolerations"), "spec.tolerations")
+            )
+            priority = spec.get("priority") or 0
+            if not isinstance(priority, int):
+                raise InputError(f"{priority!r} is not an integer", field="spec.priority")
+            return cls(
+                name=str(name),
+                namespace=str(namespace),
+                uid=str(meta.get("uid") or ""),
+                containers=containers,
+                init_containers=init,
+                annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+                labels=_str_map(meta.get("labels"), "metadata.labels"),
+                node_name=spec.get("nodeName") or None,
+                scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+                priority=priority,
+                overhead=overhead,
+                node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+                tolerations=tolerations,
+            )
+        except InputError as err:
+            raise err.with_source(where) from None
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"expected a list, got {type(value).__name__}", field=path)
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise InputError(f"expected a mapping, got {type(item).__name__}", field=f"{path}[{i}]")
+    return value
+
+
+def _str_map(value: Any, path: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected a mapping, got {type(value).__name__}", field=path)
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _resources(value: Any, path: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected a mapping of resource quantities, got {type(value).__name__}", field=path)
+    return {str(k): canonical_units(str(k), v, field=f"{path}.{k}") for k, v in value.items()}
+
+
+def _containers(value: Any, path: str) -> tuple[Container, ...]:
+    out = []
+    for i, c in enumerate(_list(value, path)):
+        where = f"{path}[{i}]"
+        name = c.get("name")
+        if not name or not isinstance(name, str):
+            raise InputError("a container needs a name", field=f"{where}.name")
+        resources = c.get("resources") or {}
+        if not isinstance(resources, Mapping):
+            raise InputError("expected a mapping", field=f"{where}.resources")
+        out.append(
+            Container(
+                name=name,
+                requests=_resources(resources.get("requests"), f"{where}.resources.requests"),
+                limits=_resources(resources.get("limits"), f"{where}.resources.limits"),
+                restart_policy=c.get("restartPolicy"),
+            )
+        )
+    return tuple(out)
+
+
+def pods_from_objects(objects: Iterable[Mapping[str, Any]], source: str | None = None) -> list[Pod]:
+    """Parse every object of kind Pod (or with no kind) among ``objects``."""
+    return [Pod.from_dict(o, source) for o in objects if o.get("kind", "Pod") == "Pod"]
