@@ -1,0 +1,68 @@
+"""KubeletConfig: reading a real KubeletConfiguration and refusing unknown names."""
+
+import pytest
+import yaml
+
+from toposched.errors import InputError
+from toposched.kubelet.config import KubeletConfig
+from toposched.topology import CPUSet
+
+REAL = """
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cpuManagerPolicy: static
+cpuManagerPolicyOptions:
+  full-pcpus-only: "true"
+reservedSystemCPUs: "0,32"
+topologyManagerPolicy: single-numa-node
+topologyManagerScope: pod
+topologyManagerPolicyOptions:
+  prefer-closest-numa-nodes: "true"
+memoryManagerPolicy: Static
+kubeReserved: {cpu: 500m, memory: 1Gi}
+systemReserved: {memory: 500Mi}
+evictionHard: {memory.available: 100Mi}
+reservedMemory:
+  - numaNode: 0
+    limits: {memory: 1124Mi}
+  - numaNode: 1
+    limits: {memory: 500Mi, hugepages-2Mi: 0}
+maxPods: 250
+clusterDNS: [10.96.0.10]
+"""
+
+
+def test_real_configuration():
+    cfg = KubeletConfig.from_dict(yaml.safe_load(REAL))
+    assert cfg.cpu_manager_policy == "static" and cfg.cpu_manager_options == {"full-pcpus-only": "true"}
+    assert cfg.reserved_system_cpus == CPUSet([0, 32])
+    assert cfg.topology_manager_policy == "single-numa-node" and cfg.topology_manager_scope == "pod"
+    assert cfg.reserved_memory[0]["memory"] == 1124 * 2**20 and cfg.reserved_memory[1]["hugepages-2Mi"] == 0
+    assert cfg.reserved_cpu_millis == 500
+    assert cfg.reserved_memory_bytes == 2**30 + 500 * 2**20 + 100 * 2**20
+    assert cfg.max_pods == 250
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"topologyManagerPolicy": "strict"}, "topologyManagerPolicy"),
+        ({"topologyManagerScope": "node"}, "topologyManagerScope"),
+        ({"cpuManagerPolicy": "dynamic"}, "cpuManagerPolicy"),
+        ({"cpuManagerPolicyOptions": {"full-pcpu-only": "true"}}, "cpuManagerPolicyOptions"),
+        ({"topologyManagerPolicyOptions": {"closest": "true"}}, "topologyManagerPolicyOptions"),
+        ({"memoryManagerPolicy": "static"}, "memoryManagerPolicy"),
+        ({"reservedMemory": [{"numaNode": -1, "limits": {"memory": "1Gi"}}]}, "reservedMemory[0].numaNode"),
+        ({"kubeReserved": {"cpu": "-1"}}, "kubeReserved.cpu"),
+    ],
+)
+def test_unknown_names_and_bad_values(patch, field):
+    obj = yaml.safe_load(REAL) | patch
+    with pytest.raises(InputError) as err:
+        KubeletConfig.from_dict(obj, source="kubelet.yaml")
+    assert err.value.field == field and str(err.value).startswith("kubelet.yaml: ")
+
+
+def test_options_need_static_policy():
+    with pytest.raises(InputError, match="static"):
+        KubeletConfig(cpu_manager_options={"full-pcpus-only": "true"})
