@@ -1,0 +1,171 @@
+"""A fast Topology Manager merge with exactly the upstream result, for the scheduler.
+
+The kubelet's merge (:func:`toposched.kubelet.topology_manager.merge_hints`) walks the cross
+product of the providers' hint lists: with the CPU manager's hints (every NUMA mask that can
+hold the request, 2^N - 1 of them on N NUMA nodes) and four providers that is (2^N)^4
+permutations. Upstream's choice among the merged hints is, however, a fixed order, so the
+answer can be found without walking the permutations (see docs/kubelet/topology-manager.md):
+
+1. **Preferred merges are a set intersection.** A merged hint is preferred only when every hint
+   of the permutation is preferred and all their non-nil masks are equal. So the preferred
+   merged masks are the masks ``m`` that every list offers as a preferred hint (a list that
+   offers a preferred nil hint accepts any ``m``), plus the whole machine when every list offers
+   a preferred nil hint. If there is one, the best of them under upstream's mask order (fewest
+   NUMA nodes, then smallest average distance with prefer-closest, then smallest mask value)
+   is the answer: upstream never lets a non-preferred hint beat a preferred one.
+2. **Otherwise only the set of reachable AND-masks matters.** Every permutation is then
+   non-preferred and upstream keeps the one whose width is the target width (the widest of the
+   lists' narrowest hints), else the widest below it, else the narrowest above it, ties broken
+   by the same mask order. That needs the *set* of non-empty masks reachable as an AND of one
+   hint per list, not the permutations that reach them. It is built list by list, keeping only
+   distinct partial masks; first every mask is cut down to the NUMA nodes that every list can
+   still contain (no other node can survive the AND), which also merges duplicate hints.
+3. Widths are then searched in upstream's order and the search stops at the first width that
+   is reachable: nothing later in that order can beat it.
+
+The work is bounded by the number of distinct partial masks (at most 2^N, in practice the
+distinct intersections of the hints) times the list lengths, never by their product.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from toposched.kubelet.hints import TopologyHint
+from toposched.kubelet.topology_manager import (
+    POLICY_NONE,
+    Hint,
+    MergeProblem,
+    PolicyOptions,
+    _max_of_min_counts,
+    finish_merge,
+    prepare_merge,
+)
+
+__all__ = ["fast_merge_hints"]
+
+
+def _mask_key(problem: MergeProblem) -> Any:
+    """Upstream's order among equally ranked masks: narrower, then (prefer-closest) nearer, then smaller."""
+    if problem.prefer_closest:
+        return lambda m: (m.bit_count(), problem.distance_sum(m), m)
+    return lambda m: (m.bit_count(), m)
+
+
+def _best_preferred(problem: MergeProblem) -> int | None:
+    """The best mask some permutation merges into a preferred hint, or None if there is none."""
+    union: set[int] = set()
+    common: set[int] | None = None
+    every_list_wildcard = True
+    for hints in problem.lists:
+        offered = {m for m, p in hints if p and m is not None}
+        if any(p and m is None for m, p in hints):
+            union |= offered
+            continue
+        every_list_wildcard = False
+        common = offered if common is None else common & offered
+        if not common:
+            return None
+    if every_list_wildcard:
+        # Either all hints nil (the whole machine) or one list's mask with nil everywhere else.
+        candidates = union | {problem.default}
+    else:
+        assert common is not None
+        candidates = common
+    candidates.discard(0)
+    if not candidates:
+        return None
+    return min(candidates, key=_mask_key(problem))
+
+
+def _reachable_masks(problem: MergeProblem) -> set[int]:
+    """Every non-empty mask that the AND of one hint per list can produce (nil = the machine)."""
+    default = problem.default
+    # Only nodes that every list can contain can survive the AND.
+    survivors = default
+    for hints in problem.lists:
+        covered = 0
+        for m, _ in hints:
+            covered |= default if m is None else m
+        survivors &= covered
+    if survivors == 0:
+        return set()
+    reduced = []
+    for hints in problem.lists:
+        masks = {(default if m is None else m) & survivors for m, _ in hints}
+        masks.discard(0)
+        if not masks:
+            return set()
+        reduced.append(masks)
+    reduced.sort(key=len)
+    partial = {survivors}
+    for masks in reduced:
+        partial = {p & m for p in partial for m in masks}
+        partial.discard(0)
+        if not partial:
+            return set()
+    return partial
+
+
+def _best_non_preferred(problem: MergeProblem) -> int | None:
+    """Upstream's pick among non-preferred merged masks, or None if every merge is empty."""
+    reachable = _reachable_masks(problem)
+    if not reachable:
+        return None
+    by_width: dict[int, list[int]] = {}
+    for m in reachable:
+        by_width.setdefault(m.bit_count(), []).append(m)
+    target = _max_of_min_counts(problem.lists)
+    widest = max(by_width)
+    # Upstream's order of widths: the target, then narrower down to 1, then wider up.
+    order = [target, *range(target - 1, 0, -1), *range(target + 1, widest + 1)]
+    key = _mask_key(problem)
+    for width in order:
+        if width in by_width:
+            return min(by_width[width], key=key)
+    raise AssertionError("a reachable width is always in the search order")
+
+
+def _fast_best(problem: MergeProblem) -> Hint:
+    if any(len(hints) == 0 for hints in problem.lists):
+        # No permutation at all (single-numa-node filtered a list empty): upstream's default.
+        return (problem.default, False)
+    mask = _best_preferred(problem)
+    if mask is not None:
+        return (mask, True)
+    mask = _best_non_preferred(problem)
+    return (problem.default, False) if mask is None else (mask, False)
+
+
+def fast_merge_hints(
+    policy: str,
+    numa_nodes: Iterable[int],
+    providers: Any,
+    *,
+    options: Mapping[str, Any] | PolicyOptions | None = None,
+    distances: Any = None,
+    feature_gates: Mapping[str, bool] | None = None,
+    enforce_numa_limit: bool = False,
+) -> tuple[TopologyHint, bool]:
+    """Same inputs and result as :func:`~toposched.kubelet.topology_manager.merge_hints`, fast.
+
+    Returns exactly upstream's ``(hint, admit)`` without walking the cross product of the hint
+    lists (see the module docstring). Inputs are validated exactly as for ``merge_hints``; the
+    one difference is that the kubelet's refusal of machines with more NUMA nodes than
+    ``max-allowable-numa-nodes`` is only applied when ``enforce_numa_limit`` is true, so the
+    scheduler can reason about larger machines with the same rules.
+    """
+    problem = prepare_merge(
+        policy,
+        numa_nodes,
+        providers,
+        options=options,
+        distances=distances,
+        enforce_numa_limit=enforce_numa_limit,
+        feature_gates=feature_gates,
+    )
+    if policy == POLICY_NONE:
+        return TopologyHint(None, False), True
+    mask, preferred = _fast_best(problem)
+    return finish_merge(problem, mask, preferred)

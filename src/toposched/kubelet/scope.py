@@ -1,0 +1,269 @@
+"""Topology Manager admission under the container and pod scopes, as upstream.
+
+A model of ``scope.go``, ``scope_container.go``, ``scope_pod.go``, ``scope_none.go`` and the
+manager in ``topology_manager.go``, over abstract hint providers (the CPU, memory and device
+managers implement :class:`HintProvider`):
+
+* **container scope** — for each container, init containers first and then app containers (in
+  spec order, so restartable init containers ("sidecars") are admitted where they stand among
+  the init containers), ask every provider for hints, merge them under the policy, refuse the
+  pod with :class:`TopologyAffinityError` if the policy does not admit, otherwise record the
+  hint and ask every provider to allocate the container;
+* **pod scope** — ask every provider once for the pod's hints (the provider sizes the pod's
+  effective request: the larger of the app containers plus sidecars and each init container
+  plus the sidecars started before it, see ``Pod.effective_requests``), merge once, refuse or
+  record that one hint for every container, then allocate container by container in the same
+  order;
+* **policy none** — no hints, no merge: every container is allocated in the same order.
+
+Allocation stops at the first provider error; the error propagates as upstream's admission
+result would carry it (see :meth:`TopologyManager.admit`). As upstream, containers allocated
+before a failure stay allocated and recorded: undoing them is the caller's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.hints import TopologyHint
+from toposched.kubelet.topology_manager import (
+    POLICY_NONE,
+    PolicyOptions,
+    TopologyAffinityError,
+    UnexpectedAdmissionError,
+    merge_hints,
+    prepare_merge,
+)
+
+if TYPE_CHECKING:
+    from toposched.workload import Container, Pod
+
+__all__ = [
+    "SCOPES",
+    "SCOPE_CONTAINER",
+    "SCOPE_POD",
+    "HintProvider",
+    "TopologyManager",
+    "admit_pod",
+    "container_providers_hints",
+    "pod_providers_hints",
+]
+
+SCOPE_CONTAINER = "container"
+SCOPE_POD = "pod"
+SCOPES = (SCOPE_CONTAINER, SCOPE_POD)
+
+ProviderHints = Mapping[str, Sequence[TopologyHint] | None] | None
+MergeFunction = Callable[..., tuple[TopologyHint, bool]]
+
+
+@runtime_checkable
+class HintProvider(Protocol):
+    """A resource manager the Topology Manager consults (upstream ``HintProvider``).
+
+    The hint methods return ``None`` (no map), or ``{resource: [TopologyHint, ...] | None}``
+    with ``None`` meaning "no preference" and ``[]`` "no possible affinity". ``allocate`` raises
+    on failure; it may read the hint chosen for the container with
+    :meth:`TopologyManager.get_affinity`.
+    """
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> ProviderHints:
+        """Hints for one container."""
+        ...
+
+    def get_pod_topology_hints(self, pod: Pod) -> ProviderHints:
+        """Hints for the whole pod (pod scope)."""
+        ...
+
+    def allocate(self, pod: Pod, container: Container) -> None:
+        """Allocate the container's resources after admission, or raise."""
+        ...
+
+
+def container_providers_hints(pod: Pod, container: Container, providers: Iterable[HintProvider]) -> list[ProviderHints]:
+    """Every provider's answer for one container, in consultation order, exactly as returned."""
+    return [provider.get_topology_hints(pod, container) for provider in providers]
+
+
+def pod_providers_hints(pod: Pod, providers: Iterable[HintProvider]) -> list[ProviderHints]:
+    """Every provider's answer for the whole pod, in consultation order, exactly as returned."""
+    return [provider.get_pod_topology_hints(pod) for provider in providers]
+
+
+def _pod_uid(pod: Pod | str) -> str:
+    if isinstance(pod, str):
+        return pod
+    return pod.uid or pod.key
+
+
+class TopologyManager:
+    """The kubelet's Topology Manager: policy, scope, hint providers and the chosen hints.
+
+    Construction validates the configuration as upstream ``NewManager`` does (policy, scope,
+    options, the ``max-allowable-numa-nodes`` limit, the distance matrix for
+    ``prefer-closest-numa-nodes``) and raises one :class:`InputError` otherwise. ``merge`` is
+    the merge function used (:func:`merge_hints`, upstream's exhaustive one, by default; the
+    scheduler may pass :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which gives the
+    same result).
+
+    Chosen hints are recorded per pod UID (the pod's ``namespace/name`` when it has no UID) and
+    container name, as upstream's store.
+    """
+
+    def __init__(
+        self,
+        numa_nodes: Iterable[int],
+        *,
+        policy: str = POLICY_NONE,
+        scope: str = SCOPE_CONTAINER,
+        options: Mapping[str, Any] | PolicyOptions | None = None,
+        distances: Any = None,
+        providers: Iterable[HintProvider] = (),
+        feature_gates: Mapping[str, bool] | None = None,
+        merge: MergeFunction = merge_hints,
+    ) -> None:
+        problem = prepare_merge(
+            policy, numa_nodes, [], options=options, distances=distances, feature_gates=feature_gates
+        )
+        if scope not in SCOPES:
+            raise InputError(f'unknown scope: "{scope}"', field="topologyManagerScope")
+        self.policy = policy
+        self.scope = scope
+        self.options = problem.options
+        self.numa_nodes = problem.numa_ids
+        self._distances = distances
+        self._feature_gates = feature_gates
+        self._merge = merge
+        self._providers: list[HintProvider] = []
+        self._hints: dict[str, dict[str, TopologyHint]] = {}
+        for provider in providers:
+            self.add_hint_provider(provider)
+
+    @property
+    def providers(self) -> tuple[HintProvider, ...]:
+        """The hint providers, in consultation order."""
+        return tuple(self._providers)
+
+    def add_hint_provider(self, provider: HintProvider) -> None:
+        """Consult ``provider`` after the ones already added (upstream ``AddHintProvider``)."""
+        for method in ("get_topology_hints", "get_pod_topology_hints", "allocate"):
+            if not callable(getattr(provider, method, None)):
+                raise InputError(f"hint provider {provider!r} has no {method}()", field="providers")
+        self._providers.append(provider)
+
+    def merge(self, providers_hints: Sequence[ProviderHints]) -> tuple[TopologyHint, bool]:
+        """Merge the providers' answers under this manager's policy; returns (hint, admit)."""
+        return self._merge(
+            self.policy,
+            self.numa_nodes,
+            list(providers_hints),
+            options=self.options,
+            distances=self._distances,
+            feature_gates=self._feature_gates,
+        )
+
+    def get_affinity(self, pod: Pod | str, container_name: str) -> TopologyHint:
+        """The hint chosen for a container (upstream ``GetAffinity``); nil and not preferred if none.
+
+        ``pod`` is a pod or its UID (``namespace/name`` for a pod without one).
+        """
+        return self._hints.get(_pod_uid(pod), {}).get(container_name, TopologyHint(None, False))
+
+    def remove_container(self, pod: Pod | str, container_name: str) -> None:
+        """Forget the hint recorded for one container (upstream ``RemoveContainer``)."""
+        uid = _pod_uid(pod)
+        hints = self._hints.get(uid)
+        if hints is not None:
+            hints.pop(container_name, None)
+            if not hints:
+                del self._hints[uid]
+
+    def remove_pod(self, pod: Pod | str) -> None:
+        """Forget every hint recorded for a pod."""
+        self._hints.pop(_pod_uid(pod), None)
+
+    def admit(self, pod: Pod) -> dict[str, TopologyHint]:
+        """Admit ``pod`` as the kubelet's Topology Manager does; return the hint per container.
+
+        The mapping lists init containers then app containers. Under the ``none`` policy every
+        hint is ``TopologyHint(None, False)`` (nothing is recorded, as upstream's none scope).
+        Raises :class:`TopologyAffinityError` when the policy refuses the merged hint (nothing
+        of that container, or under the pod scope of the pod, is allocated). A provider's
+        allocation error propagates unchanged when it carries an admission ``reason`` (such as
+        :class:`TopologyAffinityError` or the CPU manager's SMT alignment error) or is an
+        :class:`InputError`; any other :class:`ToposchedError` is wrapped in
+        :class:`UnexpectedAdmissionError` with upstream's message.
+        """
+        containers = (*pod.init_containers, *pod.containers)
+        if self.policy == POLICY_NONE:
+            for container in containers:
+                self._allocate(pod, container)
+            return {c.name: TopologyHint(None, False) for c in containers}
+        if self.scope == SCOPE_POD:
+            return self._admit_pod_scope(pod, containers)
+        return self._admit_container_scope(pod, containers)
+
+    def _admit_container_scope(self, pod: Pod, containers: Sequence[Container]) -> dict[str, TopologyHint]:
+        chosen: dict[str, TopologyHint] = {}
+        for container in containers:
+            hint, admit = self.merge(container_providers_hints(pod, container, self._providers))
+            if not admit:
+                raise TopologyAffinityError(pod=pod.key, container=container.name, hint=hint)
+            self._record(pod, container.name, hint)
+            self._allocate(pod, container)
+            chosen[container.name] = hint
+        return chosen
+
+    def _admit_pod_scope(self, pod: Pod, containers: Sequence[Container]) -> dict[str, TopologyHint]:
+        hint, admit = self.merge(pod_providers_hints(pod, self._providers))
+        if not admit:
+            raise TopologyAffinityError(pod=pod.key, container=None, hint=hint)
+        chosen: dict[str, TopologyHint] = {}
+        for container in containers:
+            self._record(pod, container.name, hint)
+            self._allocate(pod, container)
+            chosen[container.name] = hint
+        return chosen
+
+    def _record(self, pod: Pod, container_name: str, hint: TopologyHint) -> None:
+        self._hints.setdefault(_pod_uid(pod), {})[container_name] = hint
+
+    def _allocate(self, pod: Pod, container: Container) -> None:
+        for provider in self._providers:
+            try:
+                provider.allocate(pod, container)
+            except ToposchedError as err:
+                if isinstance(err, InputError) or isinstance(getattr(err, "reason", None), str):
+                    raise
+                raise UnexpectedAdmissionError(err, pod=pod.key, container=container.name) from err
+
+
+def admit_pod(
+    pod: Pod,
+    providers: Iterable[HintProvider],
+    *,
+    policy: str,
+    numa_nodes: Iterable[int],
+    scope: str = SCOPE_CONTAINER,
+    options: Mapping[str, Any] | PolicyOptions | None = None,
+    distances: Any = None,
+    feature_gates: Mapping[str, bool] | None = None,
+    merge: MergeFunction = merge_hints,
+) -> dict[str, TopologyHint]:
+    """Admit one pod with a fresh :class:`TopologyManager`; the chosen hint per container.
+
+    Same validation, order of calls and errors as :meth:`TopologyManager.admit`.
+    """
+    manager = TopologyManager(
+        numa_nodes,
+        policy=policy,
+        scope=scope,
+        options=options,
+        distances=distances,
+        providers=providers,
+        feature_gates=feature_gates,
+        merge=merge,
+    )
+    return manager.admit(pod)
