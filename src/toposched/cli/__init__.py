@@ -17,6 +17,12 @@ def _root() -> None:
     """Topology-aware scheduling for Kubernetes."""
 
 
+# Commands live one per module and are registered here, after the app exists.
+from toposched.cli.discover import discover  # noqa: E402
+
+app.command("discover")(discover)
+
+
 def main() -> None:
     """Entry point of the ``toposched`` console script."""
     app()

@@ -1,0 +1,122 @@
+"""``toposched discover``: read a machine's topology and print it (table, JSON, YAML or NRT)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from enum import StrEnum
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+from rich.console import Console
+
+from toposched.errors import InputError, ToposchedError
+from toposched.topology.model import Machine
+
+__all__ = ["OutputFormat", "discover"]
+
+
+class OutputFormat(StrEnum):
+    """What ``discover`` prints."""
+
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+    NRT = "nrt"
+
+
+def discover(
+    sysfs: Optional[Path] = typer.Option(None, "--sysfs", metavar="ROOT",
+                                         help="Read a sysfs tree under ROOT (a snapshot or /)."),
+    hwloc: Optional[Path] = typer.Option(None, "--hwloc", metavar="FILE",
+                                         help="Read an hwloc XML export (lstopo --of xml)."),
+    nrt: Optional[Path] = typer.Option(None, "--nrt", metavar="FILE",
+                                       help="Read a NodeResourceTopology object (YAML or JSON)."),
+    output: OutputFormat = typer.Option(OutputFormat.TABLE, "-o", "--output", case_sensitive=False,
+                                        help="table, json (the full model), yaml, or nrt (for kubectl apply)."),
+    node_name: Optional[str] = typer.Option(None, "--node-name",
+                                            help="Node name for -o nrt (default: the machine's host name)."),
+    policy: str = typer.Option("none", "--policy",
+                               help="Topology Manager policy written into -o nrt."),
+    scope: str = typer.Option("container", "--scope", help="Topology Manager scope written into -o nrt."),
+) -> None:
+    """Discover the hardware topology (by default of this machine, from /sys) and print it."""
+    try:
+        machine, local = _read(sysfs, hwloc, nrt)
+        typer.echo(_render(machine, output, node_name, policy, scope, local), nl=False)
+    except (ToposchedError, OSError) as exc:
+        typer.echo(f"toposched discover: {_one_line(exc)}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+def _read(sysfs: Path | None, hwloc: Path | None, nrt: Path | None) -> tuple[Machine, bool]:
+    chosen = [flag for flag, value in (("--sysfs", sysfs), ("--hwloc", hwloc), ("--nrt", nrt)) if value is not None]
+    if len(chosen) > 1:
+        raise InputError(f"give at most one of --sysfs, --hwloc, --nrt (got {' and '.join(chosen)})")
+    if hwloc is not None:
+        _must_exist(hwloc, is_dir=False)
+        from toposched.topology.hwloc import read_hwloc_xml
+
+        return read_hwloc_xml(hwloc), False
+    if nrt is not None:
+        _must_exist(nrt, is_dir=False)
+        from toposched.topology.nrt import load_nrts, machine_from_nrt
+
+        objects = load_nrts(nrt)
+        if len(objects) != 1:
+            names = ", ".join(o.name for o in objects)
+            raise InputError(f"holds {len(objects)} NodeResourceTopology objects ({names}); give a file with one",
+                             source=str(nrt))
+        return machine_from_nrt(objects[0]), False
+    root = sysfs if sysfs is not None else Path("/")
+    _must_exist(root, is_dir=True)
+    from toposched.topology.sysfs import read_sysfs
+
+    return read_sysfs(root), sysfs is None
+
+
+def _must_exist(path: Path, *, is_dir: bool) -> None:
+    if not path.exists():
+        raise InputError("no such file or directory", source=str(path))
+    if is_dir and not path.is_dir():
+        raise InputError("is not a directory", source=str(path))
+    if not is_dir and path.is_dir():
+        raise InputError("is a directory, expected a file", source=str(path))
+
+
+def _render(machine: Machine, output: OutputFormat, node_name: str | None, policy: str, scope: str,
+            local: bool) -> str:
+    if output is OutputFormat.JSON:
+        return json.dumps(machine.to_dict(), indent=2) + "\n"
+    if output is OutputFormat.YAML:
+        return yaml.safe_dump(machine.to_dict(), sort_keys=False)
+    if output is OutputFormat.NRT:
+        from toposched.topology.nrt import dump_nrt, nrt_from_machine
+
+        name = node_name or machine.hostname or (platform.node() if local else None)
+        if not name:
+            raise InputError("the machine has no host name: give --node-name", field="--node-name")
+        obj = nrt_from_machine(machine, node_name=name, policy=policy, scope=scope)
+        return yaml.safe_dump(dump_nrt(obj), sort_keys=False)
+    from toposched.topology.render import render_machine
+
+    console = Console(force_terminal=False, width=_width())
+    with console.capture() as capture:
+        console.print(render_machine(machine))
+    return capture.get()
+
+
+def _width() -> int:
+    # Wide enough that distance rows and CPU lists of big machines stay on one line in pipes.
+    return max(100, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc)
+    return " ".join(text.split())
