@@ -143,7 +143,9 @@ def _check_device_table(entries: Any, numa_ids: frozenset[int] | None, field: st
     return table
 
 
-def _check_devices(devices: Any, numa_ids: frozenset[int] | None, field: str = "devices") -> dict[str, dict[str, DeviceTopology]]:
+def _check_devices(
+    devices: Any, numa_ids: frozenset[int] | None, field: str = "devices"
+) -> dict[str, dict[str, DeviceTopology]]:
     if not isinstance(devices, Mapping):
         raise InputError(f"expected a mapping of resource name to devices, got {devices!r}", field=field)
     out: dict[str, dict[str, DeviceTopology]] = {}
@@ -195,7 +197,9 @@ def _hint_nodes(hint: Any, numa_ids: frozenset[int] | None) -> frozenset[int] | 
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InputError(f"{n!r} is not a NUMA node id", field="hint")
         if numa_ids is not None and n not in numa_ids:
-            raise InputError(f"the hint names NUMA node {n}, which the machine lacks (it has {sorted(numa_ids)})", field="hint")
+            raise InputError(
+                f"the hint names NUMA node {n}, which the machine lacks (it has {sorted(numa_ids)})", field="hint"
+            )
     return frozenset(nodes)
 
 
@@ -357,7 +361,9 @@ def _devices_to_allocate(
     if table is None:
         raise DeviceAllocationError(f"cannot allocate unregistered device {resource}", resource=resource)
     if not healthy:
-        raise DeviceAllocationError(f"no healthy devices present; cannot allocate unhealthy devices {resource}", resource=resource)
+        raise DeviceAllocationError(
+            f"no healthy devices present; cannot allocate unhealthy devices {resource}", resource=resource
+        )
     if container_devices is not None and not container_devices <= healthy:
         raise DeviceAllocationError(
             f"previously allocated devices are no longer healthy; cannot allocate unhealthy devices {resource}",
@@ -903,5 +909,7 @@ def _resolve(pod: Pod, container: Container | str) -> Container:
         try:
             return pod.container(container)
         except KeyError:
-            raise InputError(f"the pod has no container {container!r}", field="container", source=f"pod {pod.key}") from None
+            raise InputError(
+                f"the pod has no container {container!r}", field="container", source=f"pod {pod.key}"
+            ) from None
     return container
