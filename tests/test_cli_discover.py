@@ -118,7 +118,8 @@ NRT_OBJECT = {
     "metadata": {"name": "worker-7"},
     "zones": [
         {"name": f"node-{n}", "type": "Node",
-         "costs": [{"name": "node-0", "value": 10 if n == 0 else 21}, {"name": "node-1", "value": 21 if n == 0 else 10}],
+         "costs": [{"name": "node-0", "value": 10 if n == 0 else 21},
+                   {"name": "node-1", "value": 21 if n == 0 else 10}],
          "resources": [{"name": "cpu", "capacity": "4", "allocatable": "4", "available": "3"},
                        {"name": "memory", "capacity": "16Gi", "allocatable": "16Gi", "available": "16Gi"},
                        {"name": "hugepages-2Mi", "capacity": "1Gi", "allocatable": "1Gi", "available": "1Gi"}]

@@ -489,7 +489,8 @@ def _decode_documents(text: str, source: str) -> list[Any]:
         try:
             return [json.loads(text)]
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+            raise InputError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                             source=source) from None
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
