@@ -612,10 +612,14 @@ def _is_restartable(container: Container) -> bool:
 # The stateful manager
 
 
-def _freeze_nested(value: Mapping[str, Any], depth: int) -> Mapping[str, Any]:
+def _freeze_nested(value: Mapping[str, Any], depth: int, leaf: Callable[[Any], Any]) -> Mapping[str, Any]:
     if depth == 0:
-        return MappingProxyType(dict(value))
-    return MappingProxyType({k: _freeze_nested(v, depth - 1) for k, v in value.items()})
+        return MappingProxyType({k: leaf(v) for k, v in value.items()})
+    return MappingProxyType({k: _freeze_nested(v, depth - 1, leaf) for k, v in value.items()})
+
+
+def _frozen_topology(topology: Any) -> DeviceTopology:
+    return None if topology is None else frozenset(topology)
 
 
 @dataclass(frozen=True, slots=True)
@@ -636,10 +640,10 @@ class DeviceManagerState:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numa_nodes", tuple(self.numa_nodes))
-        object.__setattr__(self, "devices", _freeze_nested(self.devices, 1))
-        object.__setattr__(self, "healthy", _freeze_nested(self.healthy, 0))
-        object.__setattr__(self, "allocations", _freeze_nested(self.allocations, 2))
-        object.__setattr__(self, "reusable", _freeze_nested(self.reusable, 1))
+        object.__setattr__(self, "devices", _freeze_nested(self.devices, 1, _frozen_topology))
+        object.__setattr__(self, "healthy", _freeze_nested(self.healthy, 0, frozenset))
+        object.__setattr__(self, "allocations", _freeze_nested(self.allocations, 2, frozenset))
+        object.__setattr__(self, "reusable", _freeze_nested(self.reusable, 1, frozenset))
 
     def in_use(self, resource: str) -> frozenset[str]:
         """Every device of ``resource`` held by some container (upstream ``allocatedDevices``)."""
