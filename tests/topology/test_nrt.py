@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 
 import jsonschema
@@ -411,12 +412,14 @@ REAL_HWLOC = ["24em64t-2n6c2t-pci.xml", "epyc-corona.xml", "knl-snc4-flat-hwloc1
 REAL_SYSFS = ["16amd64-8n2c", "nvidiagpunumanodes", "offline-cpu0-node0"]
 
 
-def _check_real_round_trip(machine: Machine) -> None:
+def _check_real_round_trip(machine: Machine, *, schema: bool = True) -> None:
     gpus: dict[int, int] = {}
     for d in machine.devices:
         if d.kind == DeviceKind.GPU and d.numa_id is not None:
             gpus[d.numa_id] = gpus.get(d.numa_id, 0) + 1
     nrt = nrt_from_machine(machine, node_name="real", device_resources={"nvidia.com/gpu": gpus})
+    if schema:
+        validate(json.loads(json.dumps(dump_nrt(nrt))))
     back = machine_from_nrt(parse_nrt(dump_nrt(nrt)))
     assert back.numa_ids == machine.numa_ids
     for n in machine.numa_nodes:
@@ -438,10 +441,20 @@ def test_real_sysfs_machines_round_trip(name):
     _check_real_round_trip(sysfs.read_sysfs(shared_path("topologies", "sysfs", name)))
 
 
+@pytest.mark.parametrize("name", ["two_socket_smt", "sub_numa_clustering", "epyc_like_8numa", "gpu_node",
+                                  "no_affinity_devices", "offline_cpus", "cpuless_node"])
+def test_project_sysfs_fixtures_round_trip(name, tmp_path):
+    sysfs = pytest.importorskip("toposched.topology.sysfs")
+    fixtures = pytest.importorskip("tests.fixtures.sysfs_tree")
+    root = fixtures.write_sysfs_tree(tmp_path / name, fixtures.FIXTURES[name]())
+    _check_real_round_trip(sysfs.read_sysfs(root), schema=False)
+
+
 # ---- CRD schema and upstream examples -----------------------------------------------------
 
 
-def crd_schemas() -> list[tuple[str, dict]]:
+@functools.cache
+def crd_schemas() -> tuple[tuple[str, dict], ...]:
     out = []
     for crd in sorted(shared_path(*NRT_DIR).glob("*/crd.yaml")):
         for doc in yaml.safe_load_all(crd.read_text()):
@@ -451,7 +464,7 @@ def crd_schemas() -> list[tuple[str, dict]]:
                 if version["name"] == "v1alpha2":
                     out.append((str(crd), version["schema"]["openAPIV3Schema"]))
     assert len(out) == 2, "both CRD files carry a v1alpha2 schema"
-    return out
+    return tuple(out)
 
 
 def validate(obj: dict) -> None:
