@@ -1,0 +1,168 @@
+"""The fast merge returns exactly the exhaustive (upstream) merge's result, and returns it fast.
+
+Upstream's tables already run through both merges in test_topology_manager_policy.py; here
+hypothesis compares the two on random provider answers and on CPU-manager-like hints (every
+mask that can hold a request, the narrowest preferred) for machines of 1 to 8 NUMA nodes, with
+and without prefer-closest-numa-nodes, under every policy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from itertools import combinations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toposched.errors import InputError
+from toposched.kubelet import TopologyHint, fast_merge_hints, merge_hints
+
+POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+CLOSEST = {"prefer-closest-numa-nodes": "true"}
+
+
+@st.composite
+def machines(draw, max_nodes: int = 8):
+    """NUMA ids (not always 0..n-1) and a random, possibly asymmetric, distance matrix."""
+    n = draw(st.integers(1, max_nodes))
+    ids = sorted(draw(st.sets(st.integers(0, 11), min_size=n, max_size=n)))
+    distances = {a: {b: 10 if a == b else draw(st.sampled_from([11, 12, 20, 21, 30, 32])) for b in ids} for a in ids}
+    return ids, distances
+
+
+@st.composite
+def random_answers(draw, ids):
+    """Arbitrary provider answers: nil maps, nil and empty lists, nil and empty masks."""
+    mask_st = st.one_of(st.none(), st.frozensets(st.sampled_from(ids), max_size=len(ids)))
+    hint_st = st.builds(TopologyHint, mask_st, st.booleans())
+    list_st = st.one_of(st.none(), st.lists(hint_st, max_size=3))
+    provider_st = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "memory", "gpu"]), list_st, max_size=2))
+    return draw(st.lists(provider_st, max_size=3))
+
+
+@st.composite
+def capacity_answers(draw, ids, max_permutations: int = 5000):
+    """Hints like the CPU manager's: every mask with enough free capacity, narrowest preferred."""
+    providers = []
+    for resource in draw(st.lists(st.sampled_from(["cpu", "memory", "gpu", "nic"]), min_size=1, max_size=3, unique=True)):
+        free = {n: draw(st.integers(0, 4)) for n in ids}
+        request = draw(st.integers(1, 6))
+        fits = [
+            frozenset(c) for k in range(1, len(ids) + 1) for c in combinations(ids, k) if sum(free[n] for n in c) >= request
+        ]
+        narrowest = min((len(m) for m in fits), default=0)
+        providers.append({resource: [TopologyHint(m, len(m) == narrowest) for m in fits]})
+    # Keep the exhaustive reference affordable: thin long lists at random (still valid answers).
+    budget = max(2, int(max_permutations ** (1 / len(providers))))
+    rnd = draw(st.randoms(use_true_random=False))
+    for provider in providers:
+        for resource, hints in provider.items():
+            if len(hints) > budget:
+                provider[resource] = [hints[i] for i in sorted(rnd.sample(range(len(hints)), budget))]
+    return providers
+
+
+@st.composite
+def problems(draw, answers):
+    ids, distances = draw(machines())
+    return ids, distances, draw(answers(ids))
+
+
+def _same(ids, distances, providers):
+    for policy in POLICIES:
+        for options in (None, CLOSEST) if distances is not None else (None,):
+            expected = merge_hints(policy, ids, providers, options=options, distances=distances)
+            assert fast_merge_hints(policy, ids, providers, options=options, distances=distances) == expected, (
+                policy,
+                options,
+            )
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(random_answers))
+def test_same_result_as_upstream_on_random_answers(problem):
+    _same(*problem)
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems(capacity_answers))
+def test_same_result_as_upstream_on_capacity_hints(problem):
+    _same(*problem)
+
+
+@pytest.mark.parametrize(
+    "providers",
+    [
+        [],
+        [None],
+        [{"cpu": []}],
+        [{"cpu": [TopologyHint(frozenset(), True)]}, {"gpu": [TopologyHint(frozenset(), True)]}],
+        [{"cpu": [TopologyHint(None, True), TopologyHint(frozenset({1}), True)]}, {"gpu": [TopologyHint(None, True)]}],
+        [{"cpu": [TopologyHint(None, False)]}, {"gpu": [TopologyHint(frozenset({0, 1}), True)]}],
+        [{"cpu": [TopologyHint(frozenset({0}), False)]}, {"gpu": [TopologyHint(frozenset({1}), False)]}],
+    ],
+    ids=["no providers", "nil map", "empty list", "empty masks", "nil wildcards", "nil not preferred", "disjoint"],
+)
+def test_edge_cases(providers):
+    _same([0, 1, 2], None, providers)
+    _same([0, 1, 2], {a: {b: 10 if a == b else 20 for b in range(3)} for a in range(3)}, providers)
+
+
+def test_validates_like_the_exhaustive_merge():
+    with pytest.raises(InputError, match='unknown policy: "bogus"'):
+        fast_merge_hints("bogus", [0], [])
+    with pytest.raises(InputError, match="lacks"):
+        fast_merge_hints("restricted", [0, 1], [{"cpu": [TopologyHint(frozenset({3}), True)]}])
+
+
+def test_numa_limit_only_when_asked():
+    providers = [{"cpu": [TopologyHint(frozenset({9}), True)]}]
+    assert fast_merge_hints("restricted", range(16), providers) == (TopologyHint(frozenset({9}), True), True)
+    with pytest.raises(InputError, match="more than 8 NUMA Nodes"):
+        fast_merge_hints("restricted", range(16), providers, enforce_numa_limit=True)
+    options = {"max-allowable-numa-nodes": "16"}
+    assert fast_merge_hints("restricted", range(16), providers, options=options, enforce_numa_limit=True)[1]
+
+
+def large_machine_answers(numa: int, *, common_preferred: bool) -> list[dict[str, list[TopologyHint]]]:
+    """Four providers on a big machine: preferred single nodes where each resource fits, every
+    pair of neighbouring nodes and the whole machine as non-preferred fallbacks. Without a
+    common preferred node no permutation is preferred and the non-preferred search runs."""
+    providers = []
+    everything = frozenset(range(numa))
+    for k, resource in enumerate(["cpu", "memory", "hugepages-1Gi", "nvidia.com/gpu"]):
+        singles = [n for n in range(numa) if n % 4 == (0 if common_preferred else k)]
+        hints = [TopologyHint(frozenset({n}), True) for n in singles]
+        hints += [TopologyHint(frozenset({n, n + 1}), False) for n in range(numa - 1)]
+        hints.append(TopologyHint(everything, False))
+        providers.append({resource: hints})
+    return providers
+
+
+@pytest.mark.parametrize("common_preferred", [True, False], ids=["preferred-found", "non-preferred-search"])
+def test_64_numa_nodes_four_providers_within_10ms(common_preferred):
+    providers = large_machine_answers(64, common_preferred=common_preferred)
+    permutations = math.prod(len(h) for p in providers for h in p.values())
+    assert permutations > 10**7  # far beyond what the exhaustive walk could visit
+    samples = []
+    for _ in range(7):
+        start = time.perf_counter()
+        hint, admit = fast_merge_hints("best-effort", range(64), providers)
+        samples.append(time.perf_counter() - start)
+    if common_preferred:
+        assert (hint, admit) == (TopologyHint(frozenset({0}), True), True)
+    else:
+        # No node is preferred by all four; the target width is 1 and node 0 is reachable
+        # (its own single node ANDed with the (0, 1) pairs of the others).
+        assert (hint, admit) == (TopologyHint(frozenset({0}), False), True)
+    assert min(samples) <= 0.010, f"fast merge took {min(samples) * 1000:.1f} ms"
+
+
+def test_large_machine_matches_exhaustive_when_it_is_affordable():
+    # 12 NUMA nodes: the exhaustive merge is still affordable here (with the limit raised).
+    providers = large_machine_answers(12, common_preferred=False)
+    options = {"max-allowable-numa-nodes": "12"}
+    for policy in POLICIES[1:]:
+        assert fast_merge_hints(policy, range(12), providers) == merge_hints(policy, range(12), providers, options=options)
