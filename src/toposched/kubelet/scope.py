@@ -148,9 +148,13 @@ class TopologyManager:
 
     def add_hint_provider(self, provider: HintProvider) -> None:
         """Consult ``provider`` after the ones already added (upstream ``AddHintProvider``)."""
-        for method in ("get_topology_hints", "get_pod_topology_hints", "allocate"):
-            if not callable(getattr(provider, method, None)):
-                raise InputError(f"hint provider {provider!r} has no {method}()", field="providers")
+        missing = [
+            f"{method}()"
+            for method in ("get_topology_hints", "get_pod_topology_hints", "allocate")
+            if not callable(getattr(provider, method, None))
+        ]
+        if missing:
+            raise InputError(f"hint provider {provider!r} lacks {', '.join(missing)}", field="providers")
         self._providers.append(provider)
 
     def merge(self, providers_hints: Sequence[ProviderHints]) -> tuple[TopologyHint, bool]:
