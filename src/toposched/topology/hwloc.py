@@ -281,7 +281,9 @@ class _Reader:
         elif version.split(".")[0] == "2":
             self.v2 = True
         else:
-            raise InputError(f"hwloc XML version {version!r} is not supported (1.x and 2.x are)", field="topology.version")
+            raise InputError(
+                f"hwloc XML version {version!r} is not supported (1.x and 2.x are)", field="topology.version"
+            )
         self.version = "2" if self.v2 else "1"
         self.objs: list[_Obj] = []
         self.pus: list[_Obj] = []
@@ -570,12 +572,17 @@ class _Reader:
     def _distances(self, numa_ids: list[int]) -> dict[int, dict[int, int]]:
         matrix = self._v2_matrix() if self.v2 else self._v1_matrix(numa_ids)
         if matrix is None:
-            return {}
+            # hwloc keeps no 1x1 matrix; the kernel reports "10" for a lone node, and so do we.
+            return {numa_ids[0]: {numa_ids[0]: _LOCAL_DISTANCE}} if len(numa_ids) == 1 else {}
         order, values, field = matrix
+        if len(set(order)) != len(order):
+            raise InputError(f"the distance matrix lists a NUMA node twice: {order}", field=field)
         if set(order) != set(numa_ids):
             unknown = sorted(set(order) - set(numa_ids))
             if unknown:
-                raise InputError(f"the distance matrix names NUMA node {unknown[0]}, which has no NUMANode", field=field)
+                raise InputError(
+                    f"the distance matrix names NUMA node {unknown[0]}, which has no NUMANode", field=field
+                )
             return {}  # a matrix over a subset of the nodes cannot give every node a full row
         scaled = _slit_like(values, order, field)
         n = len(order)
@@ -672,9 +679,12 @@ class _Reader:
             for info, key in _DEVICE_INFOS.items():
                 if (value := infos.get(info)) is not None:
                     attributes.setdefault(key, value)
-            name, memory, os_names = self._os_devices(dev)
+            name, memory, os_names, os_infos = self._os_devices(dev)
             if os_names:
                 attributes["os_devices"] = ",".join(os_names)
+            for info, key in _DEVICE_INFOS.items():
+                if (value := os_infos.get(info)) is not None:
+                    attributes.setdefault(key, value)
             devices.append(
                 Device(
                     address=address,
@@ -725,9 +735,10 @@ class _Reader:
         return tuple(reversed(path))
 
     @staticmethod
-    def _os_devices(dev: _Obj) -> tuple[str | None, int | None, list[str]]:
-        """(preferred OS device name, device memory in bytes, all OS device names) of a PCI device."""
+    def _os_devices(dev: _Obj) -> tuple[str | None, int | None, list[str], dict[str, str]]:
+        """(preferred name, memory in bytes, all names, merged infos) of a PCI device's OS devices."""
         found = []
+        merged: dict[str, str] = {}
         memory = None
         memory_rank = len(_GPU_MEMORY_INFOS)
         for position, child in enumerate(c for c in dev.el if c.tag == "object"):
@@ -736,6 +747,8 @@ class _Reader:
             osdev = _Obj("OSDev", child, dev, None)
             name = child.get("name")
             infos = osdev.infos()
+            for key, value in infos.items():
+                merged.setdefault(key, value)
             for rank, key in enumerate(_GPU_MEMORY_INFOS):
                 if rank < memory_rank and key in infos:
                     memory = _uint(infos[key], f"{osdev.label()}.info[{key}]") * 1024
@@ -746,7 +759,7 @@ class _Reader:
                 found.append((_osdev_preference(osdev_type, osdev.subtype() or infos.get("Backend")), position, name))
         found.sort()
         names = [name for _, _, name in found]
-        return (names[0] if names else None), memory, names
+        return (names[0] if names else None), memory, names, merged
 
 
 def _osdev_preference(osdev_type: int | None, subtype: str | None) -> int:
