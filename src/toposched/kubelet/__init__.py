@@ -1,5 +1,21 @@
 """A faithful model of the kubelet's node-level decisions (Topology, CPU, memory, device managers)."""
 
+from toposched.kubelet.cpu_assignment import CPUAllocationError, CPUTopology, take_by_topology
+from toposched.kubelet.cpu_manager import (
+    CPUState,
+    SMTAlignmentError,
+    StaticCPUPolicy,
+    StaticPolicyOptions,
+    cpu_topology_hints,
+    parse_static_policy_options,
+)
+from toposched.kubelet.cpu_state import (
+    CPUManagerCheckpoint,
+    dumps_checkpoint,
+    loads_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
 from toposched.kubelet.device_manager import (
     DeviceAllocationError,
     DeviceManager,
@@ -24,24 +40,38 @@ from toposched.kubelet.topology_manager import (
 
 __all__ = sorted(
     [
+        "CPUAllocationError",
+        "CPUManagerCheckpoint",
+        "CPUState",
+        "CPUTopology",
         "DeviceAllocationError",
         "DeviceManager",
         "DeviceManagerState",
         "HintProvider",
         "PolicyOptions",
+        "SMTAlignmentError",
+        "StaticCPUPolicy",
+        "StaticPolicyOptions",
         "TopologyAffinityError",
         "TopologyHint",
         "TopologyManager",
         "UnexpectedAdmissionError",
         "admit_pod",
         "container_device_requests",
+        "cpu_topology_hints",
         "device_topology_hints",
         "devices_to_allocate",
+        "dumps_checkpoint",
         "fast_merge_hints",
         "filter_by_affinity",
+        "loads_checkpoint",
         "merge_hints",
         "numa_distances",
         "parse_policy_options",
+        "parse_static_policy_options",
         "pod_device_requests",
+        "read_checkpoint",
+        "take_by_topology",
+        "write_checkpoint",
     ]
 )
