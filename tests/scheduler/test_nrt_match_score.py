@@ -12,9 +12,11 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toposched.quantity import canonical_units
-from toposched.scheduler.nrt_match import MAX_NODE_SCORE, NUMAZone
+from toposched.scheduler.nrt_match import MAX_NODE_SCORE, NUMAZone, nrt_filter
 from toposched.scheduler.nrt_match_args import (
     BALANCED_ALLOCATION,
     LEAST_ALLOCATED,
@@ -413,3 +415,32 @@ def test_least_numa_beyond_eight_numa_nodes_goes_negative():
     score, status = nrt_score(pod_of({CPU: "9", MEMORY: "1Mi"}), nrt, args=args_for(LEAST_NUMA_NODES))
     # no costs: every combination is equally far (255), so the closest-distance bonus applies
     assert (score, status.code) == (100 - 9 * 12 + 6, Code.SUCCESS)
+
+
+# ---- property: Filter and LeastNUMANodes agree on "fits one NUMA node" ---------------------------
+
+_zone_spec = st.fixed_dictionaries(
+    {CPU: st.integers(0, 8), MEMORY: st.integers(0, 8)}, optional={"vendor/nic": st.integers(0, 4)})
+_request_spec = st.fixed_dictionaries(
+    {CPU: st.integers(1, 8), MEMORY: st.integers(1, 8)}, optional={"vendor/nic": st.integers(1, 4)})
+
+
+@settings(max_examples=150, deadline=None)
+@given(zone_specs=st.lists(_zone_spec, min_size=1, max_size=4), request=_request_spec)
+def test_filter_passes_exactly_when_least_numa_needs_one_numa_node(zone_specs, request):
+    zones = tuple(
+        zone(f"node-{i}", *(res(name, f"{v}Gi" if name == MEMORY else str(v), f"{v}Gi" if name == MEMORY else str(v))
+                            for name, v in spec.items()))
+        for i, spec in enumerate(zone_specs)
+    )
+    nrt = NodeResourceTopology("n", zones, {}, ("SingleNUMANodeContainerLevel",))
+    pod = pod_of({name: (f"{v}Gi" if name == MEMORY else str(v)) for name, v in request.items()})
+    assert pod.qos_class == GUARANTEED
+    fits = nrt_filter(pod, nrt).is_success
+    least, status = nrt_score(pod, nrt, args=args_for(LEAST_NUMA_NODES))
+    assert status.code == Code.SUCCESS
+    assert fits == (least in (88, 94))
+    for strategy in (MOST_ALLOCATED, LEAST_ALLOCATED, BALANCED_ALLOCATION):
+        score, status = nrt_score(pod, nrt, args=args_for(strategy))
+        assert status.code == Code.SUCCESS
+        assert 0 <= score <= MAX_NODE_SCORE
