@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposched.errors import InputError
+import toposched.kubelet.fast_merge as fast_merge
 from toposched.kubelet import TopologyHint, fast_merge_hints, merge_hints
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -90,6 +91,19 @@ def test_same_result_as_upstream_on_random_answers(problem):
 @given(problems(capacity_answers))
 def test_same_result_as_upstream_on_capacity_hints(problem):
     _same(*problem)
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(random_answers))
+def test_same_result_when_the_target_width_is_not_tried_mask_by_mask(problem):
+    # On small machines the target width is always tried candidate by candidate; with no
+    # candidate budget the whole reachable set is built instead, and must decide the same.
+    budget = fast_merge._CANDIDATE_BUDGET
+    fast_merge._CANDIDATE_BUDGET = 0
+    try:
+        _same(*problem)
+    finally:
+        fast_merge._CANDIDATE_BUDGET = budget
 
 
 @pytest.mark.parametrize(

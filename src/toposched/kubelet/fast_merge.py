@@ -30,6 +30,8 @@ distinct intersections of the hints) times the list lengths, never by their prod
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import combinations
+from math import comb
 from typing import Any
 
 from toposched.kubelet.hints import TopologyHint
@@ -44,6 +46,9 @@ from toposched.kubelet.topology_manager import (
 )
 
 __all__ = ["fast_merge_hints"]
+
+# Above this many masks of the target width, build the whole reachable set instead of trying each.
+_CANDIDATE_BUDGET = 4096
 
 
 def _mask_key(problem: MergeProblem) -> Any:
@@ -79,10 +84,13 @@ def _best_preferred(problem: MergeProblem) -> int | None:
     return min(candidates, key=_mask_key(problem))
 
 
-def _reachable_masks(problem: MergeProblem) -> set[int]:
-    """Every non-empty mask that the AND of one hint per list can produce (nil = the machine)."""
+def _reduce(problem: MergeProblem) -> tuple[int, list[set[int]]] | None:
+    """The nodes that can survive the AND and each list's distinct masks cut down to them.
+
+    A node some list can never contain cannot survive; cutting it out of every mask changes no
+    AND and merges hints that differ only there. None when some list can only merge to empty.
+    """
     default = problem.default
-    # Only nodes that every list can contain can survive the AND.
     survivors = default
     for hints in problem.lists:
         covered = 0
@@ -90,37 +98,137 @@ def _reachable_masks(problem: MergeProblem) -> set[int]:
             covered |= default if m is None else m
         survivors &= covered
     if survivors == 0:
-        return set()
+        return None
     reduced = []
     for hints in problem.lists:
         masks = {(default if m is None else m) & survivors for m, _ in hints}
         masks.discard(0)
         if not masks:
-            return set()
+            return None
         reduced.append(masks)
     reduced.sort(key=len)
+    return survivors, reduced
+
+
+def _index(masks: Iterable[int]) -> dict[int, list[int]]:
+    """Masks by node (as its one-bit mask): every mask containing that node."""
+    by_node: dict[int, list[int]] = {}
+    for m in masks:
+        rest = m
+        while rest:
+            low = rest & -rest
+            by_node.setdefault(low, []).append(m)
+            rest ^= low
+    return by_node
+
+
+def _and_step(partial: set[int], masks: set[int]) -> set[int]:
+    """Every ``p & m`` for a partial ``p`` and a mask ``m``, the empty mask included.
+
+    For a narrow ``p`` only the masks sharing a node with it can give a non-empty result, so
+    they are found through a per-node index instead of trying every mask.
+    """
+    if len(partial) * len(masks) <= 4096:
+        return {p & m for p in partial for m in masks}
+    everything = list(masks)
+    by_node = _index(everything)
+    out: set[int] = set()
+    for p in partial:
+        buckets = []
+        seen = 0
+        rest = p
+        while rest and seen < len(everything):
+            low = rest & -rest
+            bucket = by_node.get(low)
+            if bucket:
+                buckets.append(bucket)
+                seen += len(bucket)
+            rest ^= low
+        if seen >= len(everything):
+            out.update([p & m for m in everything])
+        else:
+            out.add(0)  # p misses the other masks entirely
+            for bucket in buckets:
+                out.update([p & m for m in bucket])
+    return out
+
+
+def _reachable_masks(survivors: int, reduced: list[set[int]]) -> set[int]:
+    """Every non-empty mask that the AND of one mask per list can produce."""
     partial = {survivors}
     for masks in reduced:
-        partial = {p & m for p in partial for m in masks}
+        partial = _and_step(partial, masks)
         partial.discard(0)
         if not partial:
-            return set()
+            break
     return partial
+
+
+def _exactly_reachable(f: int, indexes: list[dict[int, list[int]]]) -> bool:
+    """Whether one mask per list can AND to exactly ``f``.
+
+    Only masks containing ``f`` can take part; what they hold beyond ``f`` (their residue) must
+    AND to nothing. Done as soon as a list offers ``f`` itself or the residues reach empty.
+    """
+    anchor = f & -f
+    outside = ~f
+    residues = []
+    for index in indexes:
+        res = {m & outside for m in index.get(anchor, ()) if m & f == f}
+        if not res:
+            return False
+        residues.append(res)
+    if any(0 in res for res in residues):
+        return True
+    residues.sort(key=len)
+    partial = residues[0]
+    for res in residues[1:]:
+        partial = _and_step(partial, res)
+        if 0 in partial:
+            return True
+    return False
+
+
+def _reachable_at_width(survivors: int, reduced: list[set[int]], width: int) -> list[int] | None:
+    """Every reachable mask of exactly ``width`` nodes, tried candidate by candidate.
+
+    None when there are more than ``_CANDIDATE_BUDGET`` candidates (then the set of all
+    reachable masks is built instead).
+    """
+    nodes = [1 << i for i in range(survivors.bit_length()) if survivors >> i & 1]
+    if width > len(nodes) or comb(len(nodes), width) > _CANDIDATE_BUDGET:
+        return None
+    indexes = [_index(masks) for masks in reduced]
+    found = []
+    for combo in combinations(nodes, width):
+        f = sum(combo)
+        if _exactly_reachable(f, indexes):
+            found.append(f)
+    return found
 
 
 def _best_non_preferred(problem: MergeProblem) -> int | None:
     """Upstream's pick among non-preferred merged masks, or None if every merge is empty."""
-    reachable = _reachable_masks(problem)
+    cut = _reduce(problem)
+    if cut is None:
+        return None
+    survivors, reduced = cut
+    target = _max_of_min_counts(problem.lists)
+    key = _mask_key(problem)
+    if target >= 1:
+        # The target width beats every other: when few masks have it, try them one by one.
+        at_target = _reachable_at_width(survivors, reduced, target)
+        if at_target:
+            return min(at_target, key=key)
+    reachable = _reachable_masks(survivors, reduced)
     if not reachable:
         return None
     by_width: dict[int, list[int]] = {}
     for m in reachable:
         by_width.setdefault(m.bit_count(), []).append(m)
-    target = _max_of_min_counts(problem.lists)
     widest = max(by_width)
     # Upstream's order of widths: the target, then narrower down to 1, then wider up.
     order = [target, *range(target - 1, 0, -1), *range(target + 1, widest + 1)]
-    key = _mask_key(problem)
     for width in order:
         if width in by_width:
             return min(by_width[width], key=key)
