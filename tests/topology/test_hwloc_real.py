@@ -160,7 +160,12 @@ def test_the_folder_holds_the_23_documented_exports(folder: Path) -> None:
 @pytest.fixture(params=FILES)
 def pair(request: pytest.FixtureRequest, folder: Path) -> tuple[Machine, HwlocView]:
     path = folder / request.param
-    return read_hwloc_xml(path), hwloc_view(path)
+    return _read(path), hwloc_view(path)
+
+
+@functools.lru_cache(maxsize=None)
+def _read(path: Path) -> Machine:
+    return read_hwloc_xml(path)
 
 
 def _cpusets(blocks: list[dict[str, str]]) -> Counter[CPUSet]:
@@ -221,10 +226,11 @@ def test_last_level_caches_and_dies(pair: tuple[Machine, HwlocView]) -> None:
         assert all(cache_id == min(cpus) for cache_id, cpus in by_cache.items())
     # A die is a Die object or a Group splitting a package's NUMA nodes: one of hwloc's objects.
     candidates = set(_cpusets(hw.objects.get("Group", []) + hw.objects.get("Die", [])))
-    by_die: dict[int, CPUSet] = {}
+    by_die: dict[tuple[int, int], CPUSet] = {}
     for cpu in machine.cpus:
         if cpu.die_id is not None:
-            by_die[cpu.die_id] = by_die.get(cpu.die_id, CPUSet()) | CPUSet([cpu.id])
+            key = (cpu.socket_id, cpu.die_id)
+            by_die[key] = by_die.get(key, CPUSet()) | CPUSet([cpu.id])
     assert set(by_die.values()) <= candidates
     if hw.objects.get("Die"):
         assert set(by_die.values()) == set(_cpusets(hw.objects["Die"]))

@@ -334,7 +334,7 @@ class _Reader:
             raise InputError(f"a {obj.type} cannot be a child of a {parent.type}", field=obj.label())
         if self.v2 and obj.type in _MEMORY_TYPES and parent.type in _IO_TYPES | {"Misc"}:
             raise InputError(f"a {obj.type} cannot be a child of a {parent.type}", field=obj.label())
-        if obj.type in _IO_TYPES and parent.type in _MEMORY_TYPES | {"Misc"} and (self.v2 or parent.type == "Misc"):
+        if obj.type in _IO_TYPES and (parent.type == "Misc" or (self.v2 and parent.type in _MEMORY_TYPES)):
             raise InputError(f"a {obj.type} cannot be a child of a {parent.type}", field=obj.label())
 
     # ---- CPUs ----------------------------------------------------------------------------------
@@ -429,7 +429,8 @@ class _Reader:
         contexts = []
         core_min: dict[int, int] = {}
         cache_min: dict[int, int] = {}
-        die_ids: dict[int, int] = {}
+        die_ids: dict[int, int] = {}  # die object -> its rank within its package
+        dies_in_package: dict[int, int] = {}
         for cpu, pu in online_pus:
             core, package, die, cache, numa = self._pu_context(pu)
             contexts.append((cpu, pu, core, package, die, cache, numa))
@@ -438,7 +439,9 @@ class _Reader:
                     key = id(obj)
                     table[key] = min(cpu, table.get(key, cpu))
             if die is not None and id(die) not in die_ids:
-                die_ids[id(die)] = len(die_ids)
+                # Numbered within the package, like the kernel's die_id (PUs come in document order).
+                die_ids[id(die)] = dies_in_package.get(id(package), 0)
+                dies_in_package[id(package)] = die_ids[id(die)] + 1
             numa_of_cpu[cpu] = numa
 
         nodes_by_obj, numa_nodes = self._numa_nodes(root, numa_of_cpu)
