@@ -421,7 +421,8 @@ def test_malformed_hex_mask(tmp_path):
 def test_siblings_that_disagree(tmp_path):
     root = build(tmp_path, two_socket_smt())
     write_file(root, f"{CPU}/cpu8/topology/core_cpus_list", "8\n")
-    expect_error(root, f"{CPU}/cpu8/topology/core_cpus_list", "core_cpus_list", "CPU 8 has siblings 8 but CPU 0 says 0,8")
+    rel = f"{CPU}/cpu8/topology/core_cpus_list"
+    expect_error(root, rel, "core_cpus_list", "CPU 8 has siblings 8 but CPU 0 says 0,8")
 
 
 def test_siblings_in_different_packages(tmp_path):
@@ -486,3 +487,10 @@ def test_devices_with_a_single_bridge_path(tmp_path):
     m = read_sysfs(build(tmp_path, spec))
     assert m.devices[0].pcie_path == ("pci0000:00",)
     assert m.devices[0].name == "eno1"
+
+
+def test_virtio_nic_is_named_by_its_virtio_child(tmp_path):
+    spec = MachineSpec(devices=(PCIDeviceSpec("0000:00:03.0", 0x020000, 0x1AF4, 0x1000, numa_node=None),))
+    root = build(tmp_path, spec)
+    (root / "sys/devices/pci0000:00/0000:00:03.0/virtio0/net/eth0").mkdir(parents=True)
+    assert read_sysfs(root).devices[0].name == "eth0"

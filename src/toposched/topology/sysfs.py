@@ -659,12 +659,16 @@ def _device_numa(tree: _Tree, dev: str, numa: _Numa, known: set[int]) -> int | N
 
 
 def _device_name(tree: _Tree, dev: str) -> str | None:
+    """The kernel's name for the function, also looking inside a virtio child (virtio-net)."""
+    entries = tree.listdir(dev)
+    bases = [dev] + [f"{dev}/{e}" for e in sorted(entries) if re.fullmatch(r"virtio\d+", e)]
     for subsystem in _NAME_SUBSYSTEMS:
-        names = sorted(tree.listdir(f"{dev}/{subsystem}"))
-        if subsystem == "drm":
-            names = [n for n in names if re.fullmatch(r"card\d+", n)]
-        if names:
-            return names[0]
+        for base in bases:
+            names = sorted(tree.listdir(f"{base}/{subsystem}"))
+            if subsystem == "drm":
+                names = [n for n in names if re.fullmatch(r"card\d+", n)]
+            if names:
+                return names[0]
     return None
 
 
