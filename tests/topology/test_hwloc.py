@@ -693,13 +693,14 @@ def one_node(numa_attrs: dict[str, object], *numa_children: str, pu_attrs: dict[
         (one_node({"cpuset": "0xzz"}), "NUMANode P#0.cpuset", "not an hwloc bitmap"),
         (one_node({"cpuset": None}), "NUMANode P#0.cpuset", "is missing"),
         (one_node({}, pu_attrs={"os_index": "x"}), "PU P#x.os_index", "not an integer"),
+        (one_node({}, pu_attrs={"os_index": 10**9}), "PU P#1000000000.os_index", "beyond the largest CPU id"),
         (one_node({}, after=(numa_latency([0, 1], [[10, 20]]),)), "distances2[name=NUMALatency].u64values",
          "has 2 values, 2x2 expected"),
         (one_node({}, after=(numa_latency([0, 1], [[10, 20], [20, 10]], nbobjs=3),)),
          "distances2[name=NUMALatency].indexes", "has 2 indexes for nbobjs=3"),
     ],
     ids=["negative-memory", "memory-not-a-number", "negative-hugepages", "numa-without-os-index", "bad-bitmap",
-         "numa-without-cpuset", "pu-index", "short-matrix", "missing-indexes"],
+         "numa-without-cpuset", "pu-index", "huge-pu-index", "short-matrix", "missing-indexes"],
 )
 def test_bad_fields_are_named(data: bytes, field: str, words: str, tmp_path: Path) -> None:
     err = error_of(data, tmp_path)

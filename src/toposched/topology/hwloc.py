@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from xml.parsers.expat import ErrorString
 
 from toposched.errors import InputError
-from toposched.topology.cpuset import CPUSet
+from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, LogicalCPU, Machine, NUMANode, classify_pci_class
 
 __all__ = ["read_hwloc_xml"]
@@ -341,6 +341,8 @@ class _Reader:
 
     def _online(self, pu: _Obj) -> tuple[int, bool]:
         cpu = pu.os_index()
+        if cpu >= MAX_CPU_ID:
+            raise InputError(f"{cpu} is beyond the largest CPU id {MAX_CPU_ID - 1}", field=f"{pu.label()}.os_index")
         cpuset = pu.set_("cpuset")
         if cpuset is None:
             raise InputError("is missing", field=f"{pu.label()}.cpuset")
