@@ -667,3 +667,32 @@ def test_allocations_never_overlap_nor_touch_reserved_and_release_restores(
         assert policy.state == history.pop()
         policy.release_pod(pod)
     assert policy.state == history.pop()
+
+
+# ---- as a Topology Manager hint provider ------------------------------------------------------
+
+def test_policy_is_a_hint_provider_for_the_topology_manager() -> None:
+    from toposched.kubelet import HintProvider, TopologyAffinityError, TopologyManager
+
+    machine = MACHINES["topoDualSocketHT"]
+    manager = TopologyManager(machine.numa_ids, policy="single-numa-node")
+    policy = StaticCPUPolicy(machine, num_reserved=1, options=FULL_PCPUS, affinity=manager)
+    assert isinstance(policy, HintProvider)
+    manager.add_hint_provider(policy)
+
+    pod = make_multi([], [4000, 2000], uid="aligned")
+    chosen = manager.admit(pod)
+    # CPU 0 is reserved: NUMA 0 keeps two whole cores (2,8 and 4,10) for the first container; the
+    # second finds only CPU 6 left there and goes to NUMA 1.
+    assert chosen == {"appContainer-0": TopologyHint(frozenset({0}), True),
+                      "appContainer-1": TopologyHint(frozenset({1}), True)}
+    assert policy.state.get("aligned", "appContainer-0") == P("2,4,8,10")
+    assert policy.state.get("aligned", "appContainer-1") == P("1,7")
+
+    with pytest.raises(TopologyAffinityError):
+        manager.admit(make_multi([], [8000], uid="too-big"))
+    assert policy.state.get("too-big", "appContainer-0") is None
+
+    with pytest.raises(SMTAlignmentError) as info:
+        manager.admit(make_multi([], [3000], uid="odd"))
+    assert info.value.reason == "SMTAlignmentError"

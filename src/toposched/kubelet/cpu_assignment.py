@@ -81,9 +81,7 @@ class CPUTopology:
     core_masks: dict[int, int]
     cache_masks: dict[int, int]
     cpu_numa: dict[int, int]
-    cpu_socket: dict[int, int]
     cpu_core: dict[int, int]
-    cpu_cache: dict[int, int]
     num_cpus: int
     num_cores: int
     num_sockets: int
@@ -105,9 +103,7 @@ class CPUTopology:
         core: dict[int, int] = {}
         cache: dict[int, int] = {}
         cpu_numa: dict[int, int] = {}
-        cpu_socket: dict[int, int] = {}
         cpu_core: dict[int, int] = {}
-        cpu_cache: dict[int, int] = {}
         pairs: dict[str, set[tuple[int, int]]] = {k: set() for k in ("sn", "cs", "cn", "un", "cu")}
         all_mask = 0
         for c in machine.cpus:
@@ -118,8 +114,8 @@ class CPUTopology:
             socket[c.socket_id] = socket.get(c.socket_id, 0) | bit
             core[c.core_id] = core.get(c.core_id, 0) | bit
             cache[cache_id] = cache.get(cache_id, 0) | bit
-            cpu_numa[c.id], cpu_socket[c.id], cpu_core[c.id], cpu_cache[c.id] = (
-                c.numa_id, c.socket_id, c.core_id, cache_id)
+            cpu_numa[c.id] = c.numa_id
+            cpu_core[c.id] = c.core_id
             pairs["sn"].add((c.numa_id, c.socket_id))
             pairs["cs"].add((c.socket_id, c.core_id))
             pairs["cn"].add((c.numa_id, c.core_id))
@@ -141,9 +137,7 @@ class CPUTopology:
             core_masks=core,
             cache_masks=cache,
             cpu_numa=cpu_numa,
-            cpu_socket=cpu_socket,
             cpu_core=cpu_core,
-            cpu_cache=cpu_cache,
             num_cpus=_popcount(all_mask),
             num_cores=len(core),
             num_sockets=len(socket),
