@@ -40,7 +40,10 @@ def all_mask_answers(numa: int) -> list[dict[str, list[TopologyHint]]]:
     for k, resource in enumerate(RESOURCES):
         free = {n: 2 if n % 4 == k else 1 for n in range(numa)}
         fits = [
-            frozenset(c) for size in range(1, numa + 1) for c in combinations(range(numa), size) if sum(free[n] for n in c) >= 2
+            frozenset(c)
+            for size in range(1, numa + 1)
+            for c in combinations(range(numa), size)
+            if sum(free[n] for n in c) >= 2
         ]
         narrowest = min((len(m) for m in fits), default=0)
         providers.append({resource: [TopologyHint(m, len(m) == narrowest) for m in fits]})
@@ -79,7 +82,12 @@ def upstream_rows(repeat: int, max_permutations: int) -> list[dict]:
         providers = all_mask_answers(numa)
         lengths = _lengths(providers)
         permutations = math.prod(lengths)
-        row = {"numa_nodes": numa, "providers": len(providers), "hints_per_provider": lengths, "permutations": permutations}
+        row = {
+            "numa_nodes": numa,
+            "providers": len(providers),
+            "hints_per_provider": lengths,
+            "permutations": permutations,
+        }
         if permutations <= max_permutations:
             t = time_call(lambda: merge_hints("best-effort", range(numa), providers), repeat)
             row.update(t, projected=False)
@@ -143,7 +151,8 @@ def main() -> int:
     for r in upstream:
         how = (
             f"projected {r['median_ms'] / 1000:12.1f} s  ({r['per_permutation_us']:.2f} us/permutation measured on "
-            f"{r['measured_permutations']:,d} permutations of the first {r['measured_hints_per_provider']} hints of each)"
+            f"{r['measured_permutations']:,d} permutations of the first "
+            f"{r['measured_hints_per_provider']} hints of each)"
             if r["projected"]
             else f"measured  {r['median_ms']:12.3f} ms"
         )

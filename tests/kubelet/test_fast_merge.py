@@ -47,11 +47,15 @@ def random_answers(draw, ids):
 def capacity_answers(draw, ids, max_permutations: int = 5000):
     """Hints like the CPU manager's: every mask with enough free capacity, narrowest preferred."""
     providers = []
-    for resource in draw(st.lists(st.sampled_from(["cpu", "memory", "gpu", "nic"]), min_size=1, max_size=3, unique=True)):
+    resources = draw(st.lists(st.sampled_from(["cpu", "memory", "gpu", "nic"]), min_size=1, max_size=3, unique=True))
+    for resource in resources:
         free = {n: draw(st.integers(0, 4)) for n in ids}
         request = draw(st.integers(1, 6))
         fits = [
-            frozenset(c) for k in range(1, len(ids) + 1) for c in combinations(ids, k) if sum(free[n] for n in c) >= request
+            frozenset(c)
+            for k in range(1, len(ids) + 1)
+            for c in combinations(ids, k)
+            if sum(free[n] for n in c) >= request
         ]
         narrowest = min((len(m) for m in fits), default=0)
         providers.append({resource: [TopologyHint(m, len(m) == narrowest) for m in fits]})
@@ -179,4 +183,5 @@ def test_large_machine_matches_exhaustive_when_it_is_affordable():
     providers = large_machine_answers(12, common_preferred=False)
     options = {"max-allowable-numa-nodes": "12"}
     for policy in POLICIES[1:]:
-        assert fast_merge_hints(policy, range(12), providers) == merge_hints(policy, range(12), providers, options=options)
+        expected = merge_hints(policy, range(12), providers, options=options)
+        assert fast_merge_hints(policy, range(12), providers) == expected

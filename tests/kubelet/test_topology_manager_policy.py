@@ -110,8 +110,16 @@ BEST_EFFORT = [
     ("Single TopologyHint with Preferred as true and NUMANodeAffinity as nil", [{"resource": [NIL_P]}], (ANY, True)),
     ("Single TopologyHint with Preferred as false and NUMANodeAffinity as nil", [{"resource": [NIL_N]}], (ANY, False)),
     ("Two providers, 1 hint each, no common mask", [{"resource1": [P(0)]}, {"resource2": [P(1)]}], (ANY, False)),
-    ("Two providers, 1 hint each, same mask, 1 preferred, 1 not 1/2", [{"resource1": [P(0)]}, {"resource2": [N(0)]}], N(0)),
-    ("Two providers, 1 hint each, same mask, 1 preferred, 1 not 2/2", [{"resource1": [P(1)]}, {"resource2": [N(1)]}], N(1)),
+    (
+        "Two providers, 1 hint each, same mask, 1 preferred, 1 not 1/2",
+        [{"resource1": [P(0)]}, {"resource2": [N(0)]}],
+        N(0),
+    ),
+    (
+        "Two providers, 1 hint each, same mask, 1 preferred, 1 not 2/2",
+        [{"resource1": [P(1)]}, {"resource2": [N(1)]}],
+        N(1),
+    ),
     (
         "Two providers, 1 hint each, 1 wider mask, both preferred 1/2",
         [{"resource1": [P(0)]}, {"resource2": [P(0, 1)]}],
@@ -183,8 +191,16 @@ SINGLE_NUMA = [
     ("Single TopologyHint with Preferred as true and NUMANodeAffinity as nil", [{"resource": [NIL_P]}], NIL_P),
     ("Single TopologyHint with Preferred as false and NUMANodeAffinity as nil", [{"resource": [NIL_N]}], NIL_N),
     ("Two providers, 1 hint each, no common mask", [{"resource1": [P(0)]}, {"resource2": [P(1)]}], NIL_N),
-    ("Two providers, 1 hint each, same mask, 1 preferred, 1 not 1/2", [{"resource1": [P(0)]}, {"resource2": [N(0)]}], NIL_N),
-    ("Two providers, 1 hint each, same mask, 1 preferred, 1 not 2/2", [{"resource1": [P(1)]}, {"resource2": [N(1)]}], NIL_N),
+    (
+        "Two providers, 1 hint each, same mask, 1 preferred, 1 not 1/2",
+        [{"resource1": [P(0)]}, {"resource2": [N(0)]}],
+        NIL_N,
+    ),
+    (
+        "Two providers, 1 hint each, same mask, 1 preferred, 1 not 2/2",
+        [{"resource1": [P(1)]}, {"resource2": [N(1)]}],
+        NIL_N,
+    ),
     (
         "Two providers, 1 with 2 hints, 1 with single non-preferred hint matching",
         [{"resource1": [P(0), P(1)]}, {"resource2": [N(0, 1)]}],
@@ -209,8 +225,12 @@ def _ids(cases: list) -> list[str]:
     return [c[0] for c in cases]
 
 
+WITHOUT_OPTIONS = COMMON + BEST_EFFORT + NO_OPTIONS
+WITH_CLOSEST = COMMON + BEST_EFFORT + CLOSEST
+
+
 @MERGES
-@pytest.mark.parametrize("name, providers, expected", COMMON + BEST_EFFORT + NO_OPTIONS, ids=_ids(COMMON + BEST_EFFORT + NO_OPTIONS))
+@pytest.mark.parametrize("name, providers, expected", WITHOUT_OPTIONS, ids=_ids(WITHOUT_OPTIONS))
 def test_best_effort_merge(merge, name, providers, expected):
     hint, admit = merge("best-effort", FOUR_NODES, providers)
     assert hint == _expected(expected, FOUR_NODES)
@@ -218,7 +238,7 @@ def test_best_effort_merge(merge, name, providers, expected):
 
 
 @MERGES
-@pytest.mark.parametrize("name, providers, expected", COMMON + BEST_EFFORT + CLOSEST, ids=_ids(COMMON + BEST_EFFORT + CLOSEST))
+@pytest.mark.parametrize("name, providers, expected", WITH_CLOSEST, ids=_ids(WITH_CLOSEST))
 def test_best_effort_merge_closest_numa(merge, name, providers, expected):
     options = {"prefer-closest-numa-nodes": "true"}
     hint, admit = merge("best-effort", EIGHT_NODES, providers, options=options, distances=EIGHT_DISTANCES)
@@ -227,7 +247,7 @@ def test_best_effort_merge_closest_numa(merge, name, providers, expected):
 
 
 @MERGES
-@pytest.mark.parametrize("name, providers, expected", COMMON + BEST_EFFORT + NO_OPTIONS, ids=_ids(COMMON + BEST_EFFORT + NO_OPTIONS))
+@pytest.mark.parametrize("name, providers, expected", WITHOUT_OPTIONS, ids=_ids(WITHOUT_OPTIONS))
 def test_restricted_merge(merge, name, providers, expected):
     hint, admit = merge("restricted", FOUR_NODES, providers)
     assert hint == _expected(expected, FOUR_NODES)
@@ -235,7 +255,7 @@ def test_restricted_merge(merge, name, providers, expected):
 
 
 @MERGES
-@pytest.mark.parametrize("name, providers, expected", COMMON + BEST_EFFORT + CLOSEST, ids=_ids(COMMON + BEST_EFFORT + CLOSEST))
+@pytest.mark.parametrize("name, providers, expected", WITH_CLOSEST, ids=_ids(WITH_CLOSEST))
 def test_restricted_merge_closest_numa(merge, name, providers, expected):
     options = {"prefer-closest-numa-nodes": "true"}
     hint, admit = merge("restricted", EIGHT_NODES, providers, options=options, distances=EIGHT_DISTANCES)
@@ -400,7 +420,7 @@ CLOSEST_MASKS = [
 ]
 
 
-@pytest.mark.parametrize("name, current, candidate, distances, winner", CLOSEST_MASKS, ids=[c[0] for c in CLOSEST_MASKS])
+@pytest.mark.parametrize("name, current, candidate, distances, winner", CLOSEST_MASKS, ids=_ids(CLOSEST_MASKS))
 def test_closest(name, current, candidate, distances, winner):
     current, candidate = frozenset(current), frozenset(candidate)
     result = closest_mask(candidate, current, distances)
@@ -516,7 +536,12 @@ def test_policy_options(name, options, gates, expected):
             None,
             'the minimum value of "max-allowable-numa-nodes" should not be less than 8',
         ),
-        ("this-option-does-not-exist", {"this-option-does-not-exist": "true"}, None, "unknown Topology Manager Policy option"),
+        (
+            "this-option-does-not-exist",
+            {"this-option-does-not-exist": "true"},
+            None,
+            "unknown Topology Manager Policy option",
+        ),
     ],
 )
 def test_policy_options_refused(name, options, gates, message):
@@ -587,7 +612,8 @@ def test_bad_input(numa_nodes, providers, field, message):
 def test_bad_distances():
     options = {"prefer-closest-numa-nodes": "true"}
     with pytest.raises(InputError, match="no distance from NUMA node 1 to 2"):
-        merge_hints("best-effort", [0, 1, 2], [], options=options, distances={0: [10, 20, 20], 1: [20, 10], 2: [20, 20, 10]})
+        distances = {0: [10, 20, 20], 1: [20, 10], 2: [20, 20, 10]}
+        merge_hints("best-effort", [0, 1, 2], [], options=options, distances=distances)
     with pytest.raises(InputError, match="non-negative"):
         merge_hints("best-effort", [0, 1], [], options=options, distances=[[10, -1], [20, 10]])
 
@@ -609,7 +635,9 @@ hint_st = st.builds(
     st.booleans(),
 )
 resource_hints_st = st.one_of(st.none(), st.lists(hint_st, max_size=3))
-provider_st = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "memory", "gpu"]), resource_hints_st, max_size=2))
+provider_st = st.one_of(
+    st.none(), st.dictionaries(st.sampled_from(["cpu", "memory", "gpu"]), resource_hints_st, max_size=2)
+)
 providers_st = st.lists(provider_st, max_size=3)
 
 

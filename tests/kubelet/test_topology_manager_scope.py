@@ -77,7 +77,8 @@ def pod(qos: str = "Guaranteed", *, init=(), apps=("app",), uid="uid-1") -> Pod:
     init_containers = tuple(
         Container(name, **resources, restart_policy="Always" if name.startswith("sidecar") else None) for name in init
     )
-    result = Pod("web", uid=uid, init_containers=init_containers, containers=tuple(Container(n, **resources) for n in apps))
+    containers = tuple(Container(n, **resources) for n in apps)
+    result = Pod("web", uid=uid, init_containers=init_containers, containers=containers)
     assert result.qos_class == qos
     return result
 
@@ -133,9 +134,8 @@ def test_calculate_affinity_hands_the_answers_to_the_policy(scope, name, answers
         seen.append(providers_hints)
         return TopologyHint(None, False), True
 
-    manager = TopologyManager(
-        range(5), policy="best-effort", scope=scope, providers=[Provider(hints=a) for a in answers], merge=recording_merge
-    )
+    providers = [Provider(hints=a) for a in answers]
+    manager = TopologyManager(range(5), policy="best-effort", scope=scope, providers=providers, merge=recording_merge)
     manager.admit(pod())
     assert seen == [expected]
 
@@ -337,7 +337,8 @@ def test_allocation_errors(scope):
     assert err.value.cause is plain and err.value.container == "app"
     assert [e[2] for e in provider.log if e[1] == "allocate"] == ["init", "app"]
 
-    for error in (SMTAlignmentError("SMT Alignment Error: requested 3 cpus not multiple cpus per core = 2"), InputError("bad")):
+    smt = SMTAlignmentError("SMT Alignment Error: requested 3 cpus not multiple cpus per core = 2")
+    for error in (smt, InputError("bad")):
         provider = Provider(hints=None, fail_on="app", error=error)
         manager = TopologyManager([0, 1], policy="best-effort", scope=scope, providers=[provider])
         with pytest.raises(type(error)) as err:
@@ -402,7 +403,8 @@ def test_new_manager_refuses(kwargs, message, field):
 def test_new_manager_refuses_more_than_eight_numa_nodes():
     with pytest.raises(InputError, match="unsupported on machines with more than 8 NUMA Nodes"):
         TopologyManager(range(9), policy="best-effort")
-    assert TopologyManager(range(9), policy="best-effort", options={"max-allowable-numa-nodes": "9"}).numa_nodes == tuple(range(9))
+    manager = TopologyManager(range(9), policy="best-effort", options={"max-allowable-numa-nodes": "9"})
+    assert manager.numa_nodes == tuple(range(9))
 
 
 def test_add_hint_provider():
@@ -438,7 +440,8 @@ def test_prefer_closest_through_the_manager():
 
 # Properties: random answers per container, both scopes, exhaustive and fast merges agree.
 hint_st = st.builds(TopologyHint, st.one_of(st.none(), st.frozensets(st.integers(0, 2), max_size=3)), st.booleans())
-answer_st = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "gpu"]), st.one_of(st.none(), st.lists(hint_st, max_size=3)), max_size=2))
+list_st = st.one_of(st.none(), st.lists(hint_st, max_size=3))
+answer_st = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "gpu"]), list_st, max_size=2))
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,15 +13,19 @@ answer can be found without walking the permutations (see docs/kubelet/topology-
    a preferred nil hint. If there is one, the best of them under upstream's mask order (fewest
    NUMA nodes, then smallest average distance with prefer-closest, then smallest mask value)
    is the answer: upstream never lets a non-preferred hint beat a preferred one.
-2. **Otherwise only the set of reachable AND-masks matters.** Every permutation is then
-   non-preferred and upstream keeps the one whose width is the target width (the widest of the
-   lists' narrowest hints), else the widest below it, else the narrowest above it, ties broken
-   by the same mask order. That needs the *set* of non-empty masks reachable as an AND of one
-   hint per list, not the permutations that reach them. It is built list by list, keeping only
-   distinct partial masks; first every mask is cut down to the NUMA nodes that every list can
-   still contain (no other node can survive the AND), which also merges duplicate hints.
-3. Widths are then searched in upstream's order and the search stops at the first width that
-   is reachable: nothing later in that order can beat it.
+2. **Otherwise only the reachable AND-masks matter.** Every permutation is then non-preferred
+   and upstream keeps the one whose width is the target width (the widest of the lists'
+   narrowest hints), else the widest below it, else the narrowest above it, ties broken by the
+   same mask order. That needs the masks reachable as an AND of one hint per list, not the
+   permutations that reach them. First every mask is cut down to the NUMA nodes that every list
+   can contain (no other node can survive the AND), which also merges duplicate hints.
+3. **The target width first.** When there are few masks of the target width, each is checked:
+   it is reachable when every list has a mask containing it and what those masks hold beyond it
+   can AND to nothing. The best reachable one, if any, is the answer.
+4. **Otherwise every reachable mask, by width.** The set is built list by list, keeping only
+   distinct partial masks (a per-node index skips masks that share no node with a partial one);
+   widths are then visited in upstream's order and the first reachable width decides: nothing
+   later in that order can beat it.
 
 The work is bounded by the number of distinct partial masks (at most 2^N, in practice the
 distinct intersections of the hints) times the list lengths, never by their product.
@@ -40,7 +44,7 @@ from toposched.kubelet.topology_manager import (
     Hint,
     MergeProblem,
     PolicyOptions,
-    _max_of_min_counts,
+    max_of_min_mask_counts,
     finish_merge,
     prepare_merge,
 )
@@ -213,7 +217,7 @@ def _best_non_preferred(problem: MergeProblem) -> int | None:
     if cut is None:
         return None
     survivors, reduced = cut
-    target = _max_of_min_counts(problem.lists)
+    target = max_of_min_mask_counts(problem.lists)
     key = _mask_key(problem)
     if target >= 1:
         # The target width beats every other: when few masks have it, try them one by one.

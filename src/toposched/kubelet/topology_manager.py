@@ -54,6 +54,7 @@ __all__ = [
     "filter_single_numa_hints",
     "finish_merge",
     "max_of_min_affinity_counts",
+    "max_of_min_mask_counts",
     "merge_hints",
     "narrowest_mask",
     "numa_distances",
@@ -166,7 +167,9 @@ def parse_policy_options(
     if options is None:
         return PolicyOptions()
     if not isinstance(options, Mapping):
-        raise InputError(f"must be a mapping of option name to value, got {type(options).__name__}", field=_OPTIONS_FIELD)
+        raise InputError(
+            f"must be a mapping of option name to value, got {type(options).__name__}", field=_OPTIONS_FIELD
+        )
     prefer_closest = False
     max_allowable = DEFAULT_MAX_ALLOWABLE_NUMA_NODES
     for name, value in options.items():
@@ -271,7 +274,9 @@ def _check_distances(distances: Any, ids: tuple[int, ...]) -> dict[int, dict[int
             except (KeyError, IndexError, TypeError):
                 raise InputError(f"no distance from NUMA node {a} to {b}", field=f"distances[{a}]") from None
             if not isinstance(d, int) or isinstance(d, bool) or d < 0:
-                raise InputError(f"distance {a}->{b} must be a non-negative integer, got {d!r}", field=f"distances[{a}]")
+                raise InputError(
+                    f"distance {a}->{b} must be a non-negative integer, got {d!r}", field=f"distances[{a}]"
+                )
             out[a][b] = d
     return out
 
@@ -306,7 +311,9 @@ def _filter_providers(providers: Any, node_set: frozenset[int], bits: Mapping[in
             out.append(((None, True),))
             continue
         if not isinstance(hints, Mapping):
-            raise InputError(f"must be a map of resource to hints or None, got {type(hints).__name__}", field=f"providers[{i}]")
+            raise InputError(
+                f"must be a map of resource to hints or None, got {type(hints).__name__}", field=f"providers[{i}]"
+            )
         for resource, resource_hints in hints.items():
             field = f"providers[{i}][{resource}]"
             if resource_hints is None:
@@ -452,7 +459,8 @@ def _compare(problem: MergeProblem, best_non_preferred: int, current: Hint | Non
     return _compare_masks(problem, current, candidate)
 
 
-def _max_of_min_counts(lists: Iterable[Iterable[Hint]]) -> int:
+def max_of_min_mask_counts(lists: Iterable[Iterable[Hint]]) -> int:
+    """Upstream ``maxOfMinAffinityCounts`` on ``(mask, preferred)`` lists (nil masks skipped)."""
     result = 0
     for hints in lists:
         counts = [m.bit_count() for m, _ in hints if m is not None]
@@ -480,7 +488,7 @@ def _merge_permutation(default: int, permutation: Iterable[Hint]) -> Hint:
 
 def _exhaustive_best(problem: MergeProblem) -> Hint:
     """Upstream ``HintMerger.Merge``: compare the merge of every permutation of the lists."""
-    target = _max_of_min_counts(problem.lists)
+    target = max_of_min_mask_counts(problem.lists)
     best: Hint | None = None
     for permutation in product(*problem.lists):
         best = _compare(problem, target, best, _merge_permutation(problem.default, permutation))
@@ -576,7 +584,7 @@ def filter_single_numa_hints(lists: Iterable[Iterable[TopologyHint]]) -> list[li
 
 def max_of_min_affinity_counts(lists: Iterable[Iterable[TopologyHint]]) -> int:
     """Upstream ``maxOfMinAffinityCounts``: the widest of the lists' narrowest non-nil hints."""
-    return _max_of_min_counts(
+    return max_of_min_mask_counts(
         [[(None if h.numa_nodes is None else mask_of(h.numa_nodes), h.preferred) for h in hints] for hints in lists]
     )
 
