@@ -50,7 +50,9 @@ HP2M = "hugepages-2Mi"
 
 def table(allocatable: int, free: int, reserved: int, system_reserved: int, total: int) -> MemoryTable:
     """A memory table in the column order upstream's tables use."""
-    return MemoryTable(total=total, system_reserved=system_reserved, allocatable=allocatable, reserved=reserved, free=free)
+    return MemoryTable(
+        total=total, system_reserved=system_reserved, allocatable=allocatable, reserved=reserved, free=free
+    )
 
 
 def node(cells: tuple[int, ...], assignments: int = 0, **tables: MemoryTable) -> NUMANodeState:
@@ -80,7 +82,9 @@ def policy_with(state: dict[int, NUMANodeState], reserved: dict, assignments: di
     return policy
 
 
-def ctr(name: str, memory: int, hp1g: int | None = None, *, burstable: bool = False, sidecar: bool = False) -> Container:
+def ctr(
+    name: str, memory: int, hp1g: int | None = None, *, burstable: bool = False, sidecar: bool = False
+) -> Container:
     requests = {"cpu": 1000, "memory": memory}
     if hp1g is not None:
         requests[HP1G] = hp1g
@@ -155,7 +159,13 @@ START_FAILURES = [
     ),
     (
         "machine state lacks a NUMA node",
-        Machine((), (NUMANode(0, memory_bytes=2 * GB, hugepages=ONE_GB_PAGE), NUMANode(1, memory_bytes=2 * GB, hugepages=ONE_GB_PAGE))),
+        Machine(
+            (),
+            (
+                NUMANode(0, memory_bytes=2 * GB, hugepages=ONE_GB_PAGE),
+                NUMANode(1, memory_bytes=2 * GB, hugepages=ONE_GB_PAGE),
+            ),
+        ),
         STATE_2G,
         {},
         "[memorymanager] the expected machine state is different from the real one",
@@ -207,7 +217,14 @@ START_FAILURES = [
     (
         "reserved hugepages differ from the containers' blocks",
         single_node_machine(6 * GB, 4),
-        {0: node((0,), 2, memory=table(1536 * MB, 1536 * MB, 0, 512 * MB, 2 * GB), hp1g=table(4 * GB, GB, 3 * GB, 0, 4 * GB))},
+        {
+            0: node(
+                (0,),
+                2,
+                memory=table(1536 * MB, 1536 * MB, 0, 512 * MB, 2 * GB),
+                hp1g=table(4 * GB, GB, 3 * GB, 0, 4 * GB),
+            )
+        },
         {"pod1": {"container1": (Block((0,), HP1G, GB),)}, "pod2": {"container2": (Block((0,), HP1G, GB),)}},
         "[memorymanager] the expected machine state is different from the real one",
     ),
@@ -235,12 +252,16 @@ START_FAILURES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "machine", "state", "entries", "message"), START_FAILURES, ids=[c[0] for c in START_FAILURES])
+@pytest.mark.parametrize(
+    ("case", "machine", "state", "entries", "message"), START_FAILURES, ids=[c[0] for c in START_FAILURES]
+)
 def test_start_refuses_inconsistent_state(case, machine, state, entries, message) -> None:
     policy = StaticMemoryPolicy(machine, RESERVED_0)
     before = dict(policy.machine_state)
     with pytest.raises(InputError) as err:
-        policy.restore(MemoryManagerCheckpoint("Static", state, entries), source="/var/lib/kubelet/memory_manager_state")
+        policy.restore(
+            MemoryManagerCheckpoint("Static", state, entries), source="/var/lib/kubelet/memory_manager_state"
+        )
     assert err.value.message == message
     assert err.value.source == "/var/lib/kubelet/memory_manager_state"
     assert dict(policy.machine_state) == before
@@ -259,7 +280,10 @@ def test_start_fills_an_empty_state_with_defaults() -> None:
 def test_start_accepts_cross_numa_blocks_matching_the_state() -> None:
     machine = Machine(
         (),
-        (NUMANode(0, memory_bytes=2176 * MB, hugepages=ONE_GB_PAGE), NUMANode(1, memory_bytes=2176 * MB, hugepages=ONE_GB_PAGE)),
+        (
+            NUMANode(0, memory_bytes=2176 * MB, hugepages=ONE_GB_PAGE),
+            NUMANode(1, memory_bytes=2176 * MB, hugepages=ONE_GB_PAGE),
+        ),
     )
     entries = {
         "pod1": {"container1": blocks((0, 1), 768 * MB, GB)},
@@ -286,7 +310,9 @@ def test_start_refuses_another_policy_name() -> None:
 # ---- Allocate --------------------------------------------------------------------------------
 
 ONE_NODE_FREE = {0: node((0,), memory=table(1536 * MB, 1536 * MB, 0, 512 * MB, 2 * GB), hp1g=table(GB, GB, 0, 0, GB))}
-ONE_NODE_USED = {0: node((0,), 2, memory=table(1536 * MB, 512 * MB, GB, 512 * MB, 2 * GB), hp1g=table(GB, 0, GB, 0, GB))}
+ONE_NODE_USED = {
+    0: node((0,), 2, memory=table(1536 * MB, 512 * MB, GB, 512 * MB, 2 * GB), hp1g=table(GB, 0, GB, 0, GB))
+}
 THREE_NODES_0_USED = {
     0: node((0,), 1, memory=table(GB, 512 * MB, 512 * MB, 512 * MB, 1536 * MB), hp1g=table(GB, GB, 0, 0, GB)),
     1: node((1,), memory=table(512 * MB, 512 * MB, 0, 512 * MB, 1536 * MB), hp1g=table(GB, GB, 0, 0, GB)),
@@ -344,7 +370,9 @@ ALLOCATE_FAILURES = [
 
 
 @pytest.mark.parametrize(
-    ("case", "state", "reserved", "entries", "the_pod", "the_hint", "message"), ALLOCATE_FAILURES, ids=[c[0] for c in ALLOCATE_FAILURES]
+    ("case", "state", "reserved", "entries", "the_pod", "the_hint", "message"),
+    ALLOCATE_FAILURES,
+    ids=[c[0] for c in ALLOCATE_FAILURES],
 )
 def test_allocate_refusals(case, state, reserved, entries, the_pod, the_hint, message) -> None:
     policy = policy_with(state, reserved, entries)
@@ -400,7 +428,10 @@ def test_allocate_across_numa_nodes() -> None:
         3: FOUR_SMALL_NODES[3],
     }
     # The bytes came from node 0 first, then node 1.
-    assert {n: dict(r) for n, r in result.numa_memory.items()} == {0: {"memory": 512 * MB, HP1G: GB}, 1: {"memory": 512 * MB}}
+    assert {n: dict(r) for n, r in result.numa_memory.items()} == {
+        0: {"memory": 512 * MB, HP1G: GB},
+        1: {"memory": 512 * MB},
+    }
 
 
 def test_allocate_refuses_a_hint_that_breaks_the_groups() -> None:
@@ -409,7 +440,9 @@ def test_allocate_refuses_a_hint_that_breaks_the_groups() -> None:
         0: node((0,), 1, memory=table(GB, 512 * MB, 512 * MB, 512 * MB, 1536 * MB)),
         1: node((1,), memory=table(GB, GB, 0, 512 * MB, 1536 * MB)),
     }
-    policy = policy_with(state, {0: {"memory": 512 * MB}, 1: {"memory": 512 * MB}}, {"a": {"c": (Block((0,), "memory", 512 * MB),)}})
+    policy = policy_with(
+        state, {0: {"memory": 512 * MB}, 1: {"memory": 512 * MB}}, {"a": {"c": (Block((0,), "memory", 512 * MB),)}}
+    )
     p = pod("b", ctr("c", 1280 * MB))
     assert policy.get_topology_hints(p, "c") == {}
     with pytest.raises(MemoryManagerError) as err:
@@ -441,7 +474,13 @@ INIT_CASES = [
 @pytest.mark.parametrize(("inits", "apps", "size", "expected", "reserved"), INIT_CASES)
 def test_init_container_memory_is_reused(inits, apps, size, expected, reserved) -> None:
     memory_total = size * GB
-    state = {0: node((0,), memory=table(memory_total - 512 * MB, memory_total - 512 * MB, 0, 512 * MB, memory_total), hp1g=table(size * GB, size * GB, 0, 0, size * GB))}
+    state = {
+        0: node(
+            (0,),
+            memory=table(memory_total - 512 * MB, memory_total - 512 * MB, 0, 512 * MB, memory_total),
+            hp1g=table(size * GB, size * GB, 0, 0, size * GB),
+        )
+    }
     policy = policy_with(state, RESERVED_0)
     p = init_pod("pod1", inits, apps)
     for c in p.all_containers:
@@ -453,14 +492,18 @@ def test_init_container_memory_is_reused(inits, apps, size, expected, reserved) 
         0: node(
             (0,),
             8,
-            memory=table(memory_total - 512 * MB, memory_total - 512 * MB - reserved * GB, reserved * GB, 512 * MB, memory_total),
+            memory=table(
+                memory_total - 512 * MB, memory_total - 512 * MB - reserved * GB, reserved * GB, 512 * MB, memory_total
+            ),
             hp1g=table(size * GB, (size - reserved) * GB, reserved * GB, 0, size * GB),
         )
     }
 
 
 def test_restartable_init_container_memory_is_not_reused() -> None:
-    state = {0: node((0,), memory=table(7 * GB, 7 * GB, 0, 512 * MB, 7680 * MB), hp1g=table(7 * GB, 7 * GB, 0, 0, 7 * GB))}
+    state = {
+        0: node((0,), memory=table(7 * GB, 7 * GB, 0, 512 * MB, 7680 * MB), hp1g=table(7 * GB, 7 * GB, 0, 0, 7 * GB))
+    }
     policy = policy_with(state, RESERVED_0)
     p = pod(
         "pod1",
@@ -474,15 +517,27 @@ def test_restartable_init_container_memory_is_not_reused() -> None:
     )
     for c in p.all_containers:
         policy.allocate(p, c, NIL)
-    sizes = {"initContainer1": 0, "restartableInitContainer2": 2, "initContainer3": 0, "restartableInitContainer4": 4, "container1": 1}
+    sizes = {
+        "initContainer1": 0,
+        "restartableInitContainer2": 2,
+        "initContainer3": 0,
+        "restartableInitContainer4": 4,
+        "container1": 1,
+    }
     assert block_sets(policy.assignments) == {"pod1": {n: set(blocks((0,), s * GB, s * GB)) for n, s in sizes.items()}}
     assert dict(policy.machine_state) == {
-        0: node((0,), 10, memory=table(7 * GB, 0, 7 * GB, 512 * MB, 7680 * MB), hp1g=table(7 * GB, 0, 7 * GB, 0, 7 * GB))
+        0: node(
+            (0,), 10, memory=table(7 * GB, 0, 7 * GB, 512 * MB, 7680 * MB), hp1g=table(7 * GB, 0, 7 * GB, 0, 7 * GB)
+        )
     }
 
 
 def test_restartable_init_containers_already_present_change_nothing() -> None:
-    state = {0: node((), memory=table(2560 * MB, 512 * MB, 2048 * MB, 512 * MB, 3 * GB), hp1g=table(2 * GB, 2 * GB, 0, 0, 2 * GB))}
+    state = {
+        0: node(
+            (), memory=table(2560 * MB, 512 * MB, 2048 * MB, 512 * MB, 3 * GB), hp1g=table(2 * GB, 2 * GB, 0, 0, 2 * GB)
+        )
+    }
     entries = {"pod1": {"initContainer1": (Block((0,), "memory", GB),), "container1": (Block((0,), "memory", GB),)}}
     policy = policy_with(state, RESERVED_0, entries)
     p = pod("pod1", ctr("container1", GB, GB), init=(ctr("initContainer1", GB, GB, sidecar=True),))
@@ -528,7 +583,9 @@ def test_remove_cross_numa_container() -> None:
         0: node((0, 1), 2, memory=table(512 * MB, 0, 512 * MB, 512 * MB, GB), hp1g=table(GB, 0, GB, 0, GB)),
         1: node((0, 1), 2, memory=table(512 * MB, 0, 512 * MB, 512 * MB, GB), hp1g=table(GB, GB, 0, 0, GB)),
     }
-    policy = policy_with(state, {0: {"memory": 512 * MB}, 1: {"memory": 512 * MB}}, {"pod1": {"container1": blocks((0, 1), GB, GB)}})
+    policy = policy_with(
+        state, {0: {"memory": 512 * MB}, 1: {"memory": 512 * MB}}, {"pod1": {"container1": blocks((0, 1), GB, GB)}}
+    )
     policy.remove_container("pod1", "container1")
     assert dict(policy.assignments) == {}
     assert dict(policy.machine_state) == {
@@ -546,7 +603,11 @@ def test_no_hints_for_pods_that_are_not_guaranteed() -> None:
 
 
 REGENERATE_CASES = [
-    ("blocks match the request", blocks((0,), GB, GB), {"memory": [hint(0, preferred=True)], HP1G: [hint(0, preferred=True)]}),
+    (
+        "blocks match the request",
+        blocks((0,), GB, GB),
+        {"memory": [hint(0, preferred=True)], HP1G: [hint(0, preferred=True)]},
+    ),
     ("fewer blocks than requested resources", (Block((0,), "memory", GB),), None),
     ("a block of a resource the container does not request", blocks((0,), GB, GB, HP2M), None),
     ("a block of another size than requested", (Block((0,), "memory", 512 * MB), Block((0,), HP1G, GB)), None),
@@ -560,7 +621,7 @@ def test_hints_regenerated_from_recorded_blocks(case, recorded, expected) -> Non
 
 
 def test_hints_for_a_new_container_avoid_used_groups() -> None:
-    free_node = dict(memory=table(1536 * MB, 1536 * MB, 0, 512 * MB, 2 * GB), hp1g=table(GB, GB, 0, 0, GB))
+    free_node = {"memory": table(1536 * MB, 1536 * MB, 0, 512 * MB, 2 * GB), "hp1g": table(GB, GB, 0, 0, GB)}
     state = {
         0: node((0, 1), 2, memory=table(1536 * MB, 0, 1536 * MB, 512 * MB, 2 * GB), hp1g=table(GB, 0, GB, 0, GB)),
         1: node((0, 1), 2, memory=table(1536 * MB, GB, 512 * MB, 512 * MB, 2 * GB), hp1g=table(GB, 0, GB, 0, GB)),
@@ -569,17 +630,33 @@ def test_hints_for_a_new_container_avoid_used_groups() -> None:
     }
     policy = policy_with(state, RESERVED_EACH, {"pod1": {"container1": blocks((0, 1), 2 * GB, 2 * GB)}})
     expected = [hint(2, preferred=True), hint(3, preferred=True), hint(2, 3)]
-    assert policy.get_topology_hints(guaranteed("pod2", "container2"), "container2") == {"memory": expected, HP1G: expected}
+    assert policy.get_topology_hints(guaranteed("pod2", "container2"), "container2") == {
+        "memory": expected,
+        HP1G: expected,
+    }
 
 
 def test_no_preferred_multi_numa_hint_when_one_node_would_do() -> None:
     state = {
-        0: node((0, 1), 2, memory=table(1536 * MB, 0, 1536 * MB, 512 * MB, 2 * GB), hp2m=table(20 * MB, 0, 20 * MB, 0, 20 * MB)),
-        1: node((0, 1), 2, memory=table(1536 * MB, GB, 512 * MB, 512 * MB, 2 * GB), hp2m=table(20 * MB, 16 * MB, 4 * MB, 0, 20 * MB)),
+        0: node(
+            (0, 1),
+            2,
+            memory=table(1536 * MB, 0, 1536 * MB, 512 * MB, 2 * GB),
+            hp2m=table(20 * MB, 0, 20 * MB, 0, 20 * MB),
+        ),
+        1: node(
+            (0, 1),
+            2,
+            memory=table(1536 * MB, GB, 512 * MB, 512 * MB, 2 * GB),
+            hp2m=table(20 * MB, 16 * MB, 4 * MB, 0, 20 * MB),
+        ),
     }
     entries = {"pod1": {"container1": blocks((0, 1), 2 * GB, 24 * MB, HP2M)}}
     policy = policy_with(state, {0: {"memory": 512 * MB}, 1: {"memory": 512 * MB}}, entries)
-    p = pod("pod2", Container("container2", {"cpu": 1000, "memory": GB, HP2M: 16 * MB}, {"cpu": 1000, "memory": GB, HP2M: 16 * MB}))
+    p = pod(
+        "pod2",
+        Container("container2", {"cpu": 1000, "memory": GB, HP2M: 16 * MB}, {"cpu": 1000, "memory": GB, HP2M: 16 * MB}),
+    )
     assert policy.get_topology_hints(p, "container2") == {"memory": [hint(0, 1)], HP2M: [hint(0, 1)]}
 
 
@@ -594,7 +671,10 @@ MANAGER_HINT_ENTRIES = {"fakePod1": {"fakeContainer1": blocks((0,), GB, GB), "fa
 def test_manager_hints_while_the_other_pod_runs() -> None:
     policy = policy_with(MANAGER_HINT_STATE, {0: {"memory": GB}, 1: {"memory": GB}}, MANAGER_HINT_ENTRIES)
     expected = [hint(0, preferred=True), hint(1, preferred=True)]
-    assert policy.get_topology_hints(guaranteed("fakePod2", "fakeContainer1"), "fakeContainer1") == {"memory": expected, HP1G: expected}
+    assert policy.get_topology_hints(guaranteed("fakePod2", "fakeContainer1"), "fakeContainer1") == {
+        "memory": expected,
+        HP1G: expected,
+    }
 
 
 def test_manager_hints_once_the_other_pod_is_gone() -> None:
@@ -602,7 +682,10 @@ def test_manager_hints_once_the_other_pod_is_gone() -> None:
     policy = policy_with(MANAGER_HINT_STATE, {0: {"memory": GB}, 1: {"memory": GB}}, MANAGER_HINT_ENTRIES)
     policy.release("fakePod1")
     expected = [hint(0, preferred=True), hint(1, preferred=True), hint(0, 1)]
-    assert policy.get_topology_hints(guaranteed("fakePod2", "fakeContainer1"), "fakeContainer1") == {"memory": expected, HP1G: expected}
+    assert policy.get_topology_hints(guaranteed("fakePod2", "fakeContainer1"), "fakeContainer1") == {
+        "memory": expected,
+        HP1G: expected,
+    }
 
 
 def test_pod_hints_use_the_pod_request() -> None:
@@ -623,12 +706,20 @@ POD_REQUEST_CASES = [
     ("largest init container beats the app containers", [(1, 1), (4, 4)], [], [(1, 1), (2, 2)], (4, 4)),
     ("app containers beat the largest init container", [(1, 1), (3, 3)], [], [(2, 2), (3, 3)], (5, 5)),
     ("resources are counted independently", [(1, 1), (3, 4)], [], [(2, 1), (3, 2)], (5, 4)),
-    ("init container next to a restartable one beats the long-running ones", [(4, 4)], [(2, 2)], [(1, 1), (2, 2)], (6, 6)),
+    (
+        "init container next to a restartable one beats the long-running ones",
+        [(4, 4)],
+        [(2, 2)],
+        [(1, 1), (2, 2)],
+        (6, 6),
+    ),
     ("long-running ones, restartable included, beat the init containers", [(4, 4)], [(2, 2)], [(2, 2), (3, 3)], (7, 7)),
 ]
 
 
-@pytest.mark.parametrize(("case", "inits", "sidecars", "apps", "expected"), POD_REQUEST_CASES, ids=[c[0] for c in POD_REQUEST_CASES])
+@pytest.mark.parametrize(
+    ("case", "inits", "sidecars", "apps", "expected"), POD_REQUEST_CASES, ids=[c[0] for c in POD_REQUEST_CASES]
+)
 def test_pod_requested_resources(case, inits, sidecars, apps, expected) -> None:
     def c(name: str, mem: int, hp: int, sidecar: bool = False) -> Container:
         req = {"memory": mem * GB, HP1G: hp * GB}
@@ -641,7 +732,11 @@ def test_pod_requested_resources(case, inits, sidecars, apps, expected) -> None:
 
 
 def test_pod_request_counts_only_resources_of_app_containers() -> None:
-    p = Pod("p", containers=(Container("a", {"memory": GB}),), init_containers=(Container("i", {"memory": GB, HP2M: 4 * MB}),))
+    p = Pod(
+        "p",
+        containers=(Container("a", {"memory": GB}),),
+        init_containers=(Container("i", {"memory": GB, HP2M: 4 * MB}),),
+    )
     assert pod_requested_memory(p) == {"memory": GB}
 
 
@@ -660,7 +755,12 @@ VALIDATE_CASES = [
         {0: {"memory": 12}, 2: {"memory": 5}},
         "the reserved memory configuration references a NUMA node 2 that does not exist on this machine",
     ),
-    ("totals equal", {"memory": 17, HP2M: 77, HP1G: 13}, {0: {"memory": 12, HP2M: 70, HP1G: 13}, 1: {"memory": 5, HP2M: 7}}, None),
+    (
+        "totals equal",
+        {"memory": 17, HP2M: 77, HP1G: 13},
+        {0: {"memory": 12, HP2M: 70, HP1G: 13}, 1: {"memory": 5, HP2M: 7}},
+        None,
+    ),
     (
         "hugepages-2Mi totals differ",
         {"memory": 17, HP2M: 14, HP1G: 13},
@@ -670,7 +770,9 @@ VALIDATE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "allocatable", "reserved", "message"), VALIDATE_CASES, ids=[c[0] for c in VALIDATE_CASES])
+@pytest.mark.parametrize(
+    ("case", "allocatable", "reserved", "message"), VALIDATE_CASES, ids=[c[0] for c in VALIDATE_CASES]
+)
 def test_validate_reserved_memory(case, allocatable, reserved, message) -> None:
     if message is None:
         validate_reserved_memory([0, 1], allocatable, reserved)
@@ -689,18 +791,28 @@ def test_reservations_listed_for_every_numa_node() -> None:
     one = StaticMemoryPolicy(machine, {0: {"memory": 12, HP2M: 70, HP1G: 13}})
     assert {n: dict(r) for n, r in one.system_reserved.items()} == {0: {"memory": 12, HP2M: 70, HP1G: 13}, 1: {}}
     both = StaticMemoryPolicy(machine, {0: {"memory": 12, HP2M: 70, HP1G: 13}, 1: {"memory": 5, HP2M: 7}})
-    assert {n: dict(r) for n, r in both.system_reserved.items()} == {0: {"memory": 12, HP2M: 70, HP1G: 13}, 1: {"memory": 5, HP2M: 7}}
+    assert {n: dict(r) for n, r in both.system_reserved.items()} == {
+        0: {"memory": 12, HP2M: 70, HP1G: 13},
+        1: {"memory": 5, HP2M: 7},
+    }
 
 
 NEW_MANAGER_CASES = [
     ("reservations match node allocatable", {"memory": 2 * GB}, {0: {"memory": GB}, 1: {"memory": GB}}, None),
-    ("reservations exceed node allocatable", {"memory": 2 * GB}, {0: {"memory": GB}, 1: {"memory": 2 * GB}}, MSG.format("3Gi", "memory", "2Gi")),
+    (
+        "reservations exceed node allocatable",
+        {"memory": 2 * GB},
+        {0: {"memory": GB}, 1: {"memory": 2 * GB}},
+        MSG.format("3Gi", "memory", "2Gi"),
+    ),
     ("reservation without node allocatable", {}, {0: {"memory": GB}}, MSG.format("1Gi", "memory", "0")),
     ("no reservation at all", {}, {}, "[memorymanager] you should specify the system reserved memory"),
 ]
 
 
-@pytest.mark.parametrize(("case", "allocatable", "reserved", "message"), NEW_MANAGER_CASES, ids=[c[0] for c in NEW_MANAGER_CASES])
+@pytest.mark.parametrize(
+    ("case", "allocatable", "reserved", "message"), NEW_MANAGER_CASES, ids=[c[0] for c in NEW_MANAGER_CASES]
+)
 def test_new_static_manager(case, allocatable, reserved, message) -> None:
     if message is None:
         policy = StaticMemoryPolicy(two_node_machine(), reserved, node_allocatable_reservation=allocatable)
@@ -778,7 +890,11 @@ def test_default_state_matches_a_real_kubelet_file() -> None:
 def test_default_state_of_real_cadvisor_machines(name: str) -> None:
     info = json.loads(shared_path("k8s-objects", "cadvisor-machineinfo", name).read_text())
     nodes = tuple(
-        NUMANode(n["node_id"], memory_bytes=n["memory"], hugepages={h["page_size"] * 1024: h["num_pages"] for h in n["hugepages"]})
+        NUMANode(
+            n["node_id"],
+            memory_bytes=n["memory"],
+            hugepages={h["page_size"] * 1024: h["num_pages"] for h in n["hugepages"]},
+        )
         for n in info["topology"]
     )
     machine = Machine((), nodes)
@@ -858,7 +974,12 @@ def test_negative_request_is_refused_by_the_pod_model() -> None:
 
 def test_hugepage_resource_names() -> None:
     assert [hugepage_resource_name(s) for s in (64 * 1024, 2 * MB, 32 * MB, 512 * MB, GB, 16 * GB)] == [
-        "hugepages-64Ki", "hugepages-2Mi", "hugepages-32Mi", "hugepages-512Mi", "hugepages-1Gi", "hugepages-16Gi",
+        "hugepages-64Ki",
+        "hugepages-2Mi",
+        "hugepages-32Mi",
+        "hugepages-512Mi",
+        "hugepages-1Gi",
+        "hugepages-16Gi",
     ]
 
 

@@ -53,7 +53,9 @@ STALE_OUTER = (
 
 
 def v1(checksum: int) -> str:
-    return f'{{"policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON},"checksum":{checksum}}}'
+    return (
+        f'{{"policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON},"checksum":{checksum}}}'
+    )
 
 
 def v2(checksum: int) -> str:
@@ -73,7 +75,9 @@ def v3(data: str, data_checksum: int | None) -> str:
 
 DATA_V2 = f'{{"policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON},"podEntries":{POD_ENTRIES_JSON}}}'
 DATA_V1 = f'{{"policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON}}}'
-DATA_UNKNOWN = f'{{"unknownField":"value","policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON}}}'
+DATA_UNKNOWN = (
+    f'{{"unknownField":"value","policyName":"static","machineState":{MACHINE_STATE_JSON},"entries":{ENTRIES_JSON}}}'
+)
 
 EXPECTED_NODE = NUMANodeState(0, {"memory": MemoryTable(2048, 512, 1536, 512, 1024)}, ())
 EXPECTED_ENTRIES = {"pod": {"container1": (Block((0,), "memory", 512),)}}
@@ -87,13 +91,20 @@ RESTORE_CASES = [
     ("v1 file with a zero checksum (old file backend)", v1(0), "v1", {}),
     ("v2 file with pod entries and its checksum", v2(1278640530), "v2", {"pod": (Block((0,), "memory", 512),)}),
     ("v2 file with a zero checksum", v2(0), "v2", {"pod": (Block((0,), "memory", 512),)}),
-    ("v3 file: data section wins over a stale outer part", v3(DATA_V2, 637296054), "v3", {"pod": (Block((0,), "memory", 512),)}),
+    (
+        "v3 file: data section wins over a stale outer part",
+        v3(DATA_V2, 637296054),
+        "v3",
+        {"pod": (Block((0,), "memory", 512),)},
+    ),
     ("v3 file with a v1 data section", v3(DATA_V1, 1849615440), "v3", {}),
     ("v3 data section with an unknown field", v3(DATA_UNKNOWN, 2100279793), "v3", {}),
 ]
 
 
-@pytest.mark.parametrize(("case", "content", "version", "pod_entries"), RESTORE_CASES, ids=[c[0] for c in RESTORE_CASES])
+@pytest.mark.parametrize(
+    ("case", "content", "version", "pod_entries"), RESTORE_CASES, ids=[c[0] for c in RESTORE_CASES]
+)
 def test_upstream_checkpoints_restore(case: str, content: str, version: str, pod_entries: dict) -> None:
     cp = parse_memory_state(content, policy_name="static")
     assert cp.version == version
@@ -165,7 +176,9 @@ def test_write_then_read(tmp_path) -> None:
         "Static",
         {
             2: NUMANodeState(1, {"memory": MemoryTable(8, 1, 7, 3, 4)}, (2,)),
-            10: NUMANodeState(0, {"memory": MemoryTable(8, 1, 7, 0, 7), "hugepages-2Mi": MemoryTable(4, 0, 4, 0, 4)}, (10,)),
+            10: NUMANodeState(
+                0, {"memory": MemoryTable(8, 1, 7, 0, 7), "hugepages-2Mi": MemoryTable(4, 0, 4, 0, 4)}, (10,)
+            ),
         },
         {"uid-1": {"app": (Block((2,), "memory", 3),)}},
     )
@@ -216,13 +229,31 @@ MALFORMED = [
     ('{"policyName":"Static","machineState":{"x":{}},"checksum":0}', "machineState"),
     ('{"policyName":"Static","machineState":{"-1":{}},"checksum":0}', "machineState"),
     ('{"policyName":"Static","machineState":{"0":null},"checksum":0}', "machineState.0"),
-    ('{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":{"total":-1}}}},"checksum":0}', "machineState.0.memoryMap.memory.total"),
-    ('{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":{"free":"1Gi"}}}},"checksum":0}', "machineState.0.memoryMap.memory.free"),
-    ('{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":null}}},"checksum":0}', "machineState.0.memoryMap.memory"),
+    (
+        '{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":{"total":-1}}}},"checksum":0}',
+        "machineState.0.memoryMap.memory.total",
+    ),
+    (
+        '{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":{"free":"1Gi"}}}},"checksum":0}',
+        "machineState.0.memoryMap.memory.free",
+    ),
+    (
+        '{"policyName":"Static","machineState":{"0":{"memoryMap":{"memory":null}}},"checksum":0}',
+        "machineState.0.memoryMap.memory",
+    ),
     ('{"policyName":"Static","machineState":{"0":{"cells":"0"}},"checksum":0}', "machineState.0.cells"),
-    ('{"policyName":"Static","machineState":{"0":{"numberOfAssignments":1.5}},"checksum":0}', "machineState.0.numberOfAssignments"),
-    ('{"policyName":"Static","machineState":{},"entries":{"p":{"c":[{"size":-5}]}},"checksum":0}', "entries.p.c[0].size"),
-    ('{"policyName":"Static","machineState":{},"entries":{"p":{"c":[{"type":7}]}},"checksum":0}', "entries.p.c[0].type"),
+    (
+        '{"policyName":"Static","machineState":{"0":{"numberOfAssignments":1.5}},"checksum":0}',
+        "machineState.0.numberOfAssignments",
+    ),
+    (
+        '{"policyName":"Static","machineState":{},"entries":{"p":{"c":[{"size":-5}]}},"checksum":0}',
+        "entries.p.c[0].size",
+    ),
+    (
+        '{"policyName":"Static","machineState":{},"entries":{"p":{"c":[{"type":7}]}},"checksum":0}',
+        "entries.p.c[0].type",
+    ),
     ('{"policyName":"Static","machineState":{},"entries":{"p":{"c":[null]}},"checksum":0}', "entries.p.c[0]"),
     ('{"policyName":"Static","machineState":{},"entries":{"p":[]},"checksum":0}', "entries.p"),
     ('{"policyName":"Static","machineState":{},"podEntries":{"p":null},"checksum":0}', "podEntries.p"),

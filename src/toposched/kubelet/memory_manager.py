@@ -163,15 +163,17 @@ def _narrower(a: frozenset[int], b: frozenset[int]) -> bool:
     return len(a) < len(b)
 
 
+def _better(hint: TopologyHint, best: TopologyHint) -> bool:
+    if hint.preferred != best.preferred:
+        return hint.preferred
+    return _narrower(hint.numa_nodes or frozenset(), best.numa_nodes or frozenset())
+
+
 def _find_best_hint(hints: list[TopologyHint]) -> TopologyHint:
-    """Upstream ``findBestHint``: preferred first, then the narrowest NUMA set."""
+    """Upstream ``findBestHint``: preferred first, then the narrowest NUMA set, first one on ties."""
     best: TopologyHint | None = None
     for hint in hints:
-        if best is None:
-            best = hint
-        elif hint.preferred and not best.preferred:
-            best = hint
-        elif hint.preferred == best.preferred and _narrower(hint.numa_nodes or frozenset(), best.numa_nodes or frozenset()):
+        if best is None or _better(hint, best):
             best = hint
     return best if best is not None else TopologyHint(None, False)
 
@@ -234,7 +236,9 @@ class StaticMemoryPolicy:
         if node_allocatable_reservation is not None:
             for name, value in node_allocatable_reservation.items():
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InputError(f"{value!r} is not a non-negative integer", field=f"nodeAllocatableReservation.{name}")
+                    raise InputError(
+                        f"{value!r} is not a non-negative integer", field=f"nodeAllocatableReservation.{name}"
+                    )
             validate_reserved_memory(machine.numa_ids, node_allocatable_reservation, reserved)
         if sum(r.get(_MEMORY, 0) for r in reserved.values()) <= 0:
             raise InputError("[memorymanager] you should specify the system reserved memory", field="reservedMemory")
@@ -246,7 +250,7 @@ class StaticMemoryPolicy:
         self._reusable: dict[str, dict[int, dict[str, int]]] = {}
 
     @classmethod
-    def from_config(cls, machine: Machine, config: KubeletConfig) -> "StaticMemoryPolicy":
+    def from_config(cls, machine: Machine, config: KubeletConfig) -> StaticMemoryPolicy:
         """The policy a kubelet with this configuration runs, checked like the kubelet checks it.
 
         The node-allocatable reservation is system-reserved + kube-reserved, plus the
@@ -266,7 +270,9 @@ class StaticMemoryPolicy:
     # ---- construction helpers ---------------------------------------------------------------
 
     @staticmethod
-    def _checked_reservations(machine: Machine, reserved_memory: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
+    def _checked_reservations(
+        machine: Machine, reserved_memory: Mapping[int, Mapping[str, int]]
+    ) -> dict[int, dict[str, int]]:
         if not isinstance(reserved_memory, Mapping):
             raise InputError("expected a mapping of NUMA id to {resource: bytes}", field="reservedMemory")
         out: dict[int, dict[str, int]] = {}
@@ -284,7 +290,10 @@ class StaticMemoryPolicy:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise InputError(f"{value!r} is not a non-negative integer", field=where)
                 if not is_memory_resource(name):
-                    raise InputError(f"unknown resource {name!r}: only memory and hugepages-<size> are reserved per NUMA node", field=where)
+                    raise InputError(
+                        f"unknown resource {name!r}: only memory and hugepages-<size> are reserved per NUMA node",
+                        field=where,
+                    )
                 if name != _MEMORY and name not in sizes and value:
                     raise InputError(f"NUMA node {numa_id} has no {name} pages to reserve", field=where)
                 entry[name] = value
@@ -406,11 +415,14 @@ class StaticMemoryPolicy:
         self._assignments = entries
         self._reusable = {}
 
-    def _validated_state(self, state: dict[int, NUMANodeState], entries: dict[str, dict[str, tuple[Block, ...]]]) -> dict[int, NUMANodeState]:
+    def _validated_state(
+        self, state: dict[int, NUMANodeState], entries: dict[str, dict[str, tuple[Block, ...]]]
+    ) -> dict[int, NUMANodeState]:
         if not state:
             if any(entries.values()):
                 raise InputError(
-                    "[memorymanager] machine state can not be empty when it has memory assignments", field="machineState"
+                    "[memorymanager] machine state can not be empty when it has memory assignments",
+                    field="machineState",
                 )
             return dict(self._default_state)
         expected = dict(self._default_state)
@@ -426,7 +438,11 @@ class StaticMemoryPolicy:
                                 "that does not exist",
                                 field=f"entries.{pod}.{name}",
                             )
-                        node = replace(expected[node_id], number_of_assignments=expected[node_id].number_of_assignments + 1, cells=bits)
+                        node = replace(
+                            expected[node_id],
+                            number_of_assignments=expected[node_id].number_of_assignments + 1,
+                            cells=bits,
+                        )
                         table = node.table(block.type)
                         if table is None:
                             raise InputError(
@@ -436,11 +452,15 @@ class StaticMemoryPolicy:
                             )
                         take = min(table.free, remaining)
                         if take:
-                            node = node.with_table(block.type, replace(table, reserved=table.reserved + take, free=table.free - take))
+                            node = node.with_table(
+                                block.type, replace(table, reserved=table.reserved + take, free=table.free - take)
+                            )
                             remaining -= take
                         expected[node_id] = node
         if not machine_states_equal(state, expected):
-            raise InputError("[memorymanager] the expected machine state is different from the real one", field="machineState")
+            raise InputError(
+                "[memorymanager] the expected machine state is different from the real one", field="machineState"
+            )
         return state
 
     # ---- which pods, and what they ask for ---------------------------------------------------
@@ -489,7 +509,9 @@ class StaticMemoryPolicy:
     def _reusable_for(self, pod_uid: str, nodes: frozenset[int], resource: str) -> int:
         return self._reusable.get(pod_uid, {}).get(mask_of(nodes), {}).get(resource, 0)
 
-    def _calculate_hints(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]) -> dict[str, list[TopologyHint]]:
+    def _calculate_hints(
+        self, state: MachineState, pod_uid: str, requested: Mapping[str, int]
+    ) -> dict[str, list[TopologyHint]]:
         """Upstream ``calculateHints``: every valid NUMA set, preferred when it is of minimal size.
 
         A set is valid when its allocatable memory covers the request, it respects the groups
@@ -508,11 +530,14 @@ class StaticMemoryPolicy:
             if len(bits) == 1 and len(_cells(state, bits[0])) > 1:
                 continue
             if len(bits) > 1 and any(
-                state[n].number_of_assignments > 0 and (len(_cells(state, n)) == 1 or sorted(_cells(state, n)) != list(bits))
+                state[n].number_of_assignments > 0
+                and (len(_cells(state, n)) == 1 or sorted(_cells(state, n)) != list(bits))
                 for n in bits
             ):
                 continue
-            if any(_sum_free(state, bits, r) + self._reusable_for(pod_uid, mask, r) < size for r, size in requested.items()):
+            if any(
+                _sum_free(state, bits, r) + self._reusable_for(pod_uid, mask, r) < size for r, size in requested.items()
+            ):
                 continue
             valid.append(mask)
         if not valid:
@@ -520,7 +545,9 @@ class StaticMemoryPolicy:
         return {r: [TopologyHint(m, len(m) == min_size) for m in valid] for r in sorted(requested)}
 
     @staticmethod
-    def _regenerate_hints(blocks: tuple[Block, ...], requested: Mapping[str, int]) -> dict[str, list[TopologyHint]] | None:
+    def _regenerate_hints(
+        blocks: tuple[Block, ...], requested: Mapping[str, int]
+    ) -> dict[str, list[TopologyHint]] | None:
         """Upstream ``regenerateHints``: the recorded NUMA set as the only, preferred hint."""
         hints: dict[str, list[TopologyHint]] = {r: [] for r in sorted(requested)}
         if len(blocks) != len(requested):
@@ -569,9 +596,13 @@ class StaticMemoryPolicy:
             )
         return _find_best_hint(hints.get(_MEMORY, []))
 
-    def _extended_hint(self, state: MachineState, pod_uid: str, requested: Mapping[str, int], nodes: frozenset[int]) -> TopologyHint:
+    def _extended_hint(
+        self, state: MachineState, pod_uid: str, requested: Mapping[str, int], nodes: frozenset[int]
+    ) -> TopologyHint:
         candidates = [
-            h for h in self._calculate_hints(state, pod_uid, requested).get(_MEMORY, []) if nodes <= (h.numa_nodes or frozenset())
+            h
+            for h in self._calculate_hints(state, pod_uid, requested).get(_MEMORY, [])
+            if nodes <= (h.numa_nodes or frozenset())
         ]
         if not candidates:
             raise MemoryManagerError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
@@ -644,7 +675,13 @@ class StaticMemoryPolicy:
         )
 
     @staticmethod
-    def _book(work: dict[int, NUMANodeState], bits: tuple[int, ...], resource: str, size: int, taken: dict[int, dict[str, int]]) -> None:
+    def _book(
+        work: dict[int, NUMANodeState],
+        bits: tuple[int, ...],
+        resource: str,
+        size: int,
+        taken: dict[int, dict[str, int]],
+    ) -> None:
         """Upstream ``updateMachineState``: count the block on every node, fill nodes in order."""
         for node_id in bits:
             node = replace(work[node_id], number_of_assignments=work[node_id].number_of_assignments + 1, cells=bits)
@@ -697,7 +734,11 @@ class StaticMemoryPolicy:
                     continue
                 updated = []
                 for ib in init_blocks:
-                    if ib.size and ib.type == block.type and set(ib.numa_affinity or ()) == set(block.numa_affinity or ()):
+                    if (
+                        ib.size
+                        and ib.type == block.type
+                        and set(ib.numa_affinity or ()) == set(block.numa_affinity or ())
+                    ):
                         if ib.size > remaining:
                             ib = replace(ib, size=ib.size - remaining)
                             remaining = 0
@@ -734,7 +775,9 @@ class StaticMemoryPolicy:
                 table = node.table(block.type)
                 if released and table is not None and table.reserved:
                     give = min(table.reserved, released)
-                    node = node.with_table(block.type, replace(table, reserved=table.reserved - give, free=table.free + give))
+                    node = node.with_table(
+                        block.type, replace(table, reserved=table.reserved - give, free=table.free + give)
+                    )
                     released -= give
                 work[node_id] = node
         self._state = work

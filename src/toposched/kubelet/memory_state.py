@@ -88,7 +88,7 @@ class NUMANodeState:
         """The table of one resource, or None when the node has none."""
         return None if self.memory_map is None else self.memory_map.get(resource)
 
-    def with_table(self, resource: str, table: MemoryTable) -> "NUMANodeState":
+    def with_table(self, resource: str, table: MemoryTable) -> NUMANodeState:
         """A copy of this node state with one table replaced."""
         tables = dict(self.memory_map or {})
         tables[resource] = table
@@ -336,7 +336,13 @@ def _blocks(value: Any, path: str) -> tuple[Block, ...] | None:
         kind = obj.get("type", "")
         if not isinstance(kind, str):
             raise InputError(f"expected a resource name, got {kind!r}", field=f"{where}.type")
-        out.append(Block(_int_list(obj.get("numaAffinity"), f"{where}.numaAffinity"), kind, _uint(obj.get("size", 0), f"{where}.size")))
+        out.append(
+            Block(
+                _int_list(obj.get("numaAffinity"), f"{where}.numaAffinity"),
+                kind,
+                _uint(obj.get("size", 0), f"{where}.size"),
+            )
+        )
     return tuple(out)
 
 
@@ -499,9 +505,7 @@ def format_memory_state(cp: MemoryManagerCheckpoint) -> str:
         obj["machineState"] = {
             key: {
                 "numberOfAssignments": n.number_of_assignments,
-                "memoryMap": None
-                if n.memory_map is None
-                else {r: _json_table(t) for r, t in _go_sorted(n.memory_map)},
+                "memoryMap": None if n.memory_map is None else {r: _json_table(t) for r, t in _go_sorted(n.memory_map)},
                 "cells": None if n.cells is None else list(n.cells),
             }
             for key, n in _go_sorted(cp.machine_state)
@@ -516,7 +520,13 @@ def format_memory_state(cp: MemoryManagerCheckpoint) -> str:
     obj["checksum"] = checkpoint_checksum(cp, "v2" if with_pods else "v1")
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     # Go's encoder escapes these for HTML safety; match it byte for byte.
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for char, escaped in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(char, escaped)
     return text
 
