@@ -568,10 +568,12 @@ def test_unknown_option(policy):
 
 
 def test_prefer_closest_needs_distances():
-    # Upstream: "can't get NUMA distances" when the machine reports none.
+    # Upstream: "can't get NUMA distances" when the machine reports none; the none policy never
+    # reads them.
     with pytest.raises(InputError, match="distance") as err:
         merge_hints("best-effort", [0], [], options={"prefer-closest-numa-nodes": "true"})
     assert err.value.field == "distances"
+    assert merge_hints("none", [0], [], options={"prefer-closest-numa-nodes": "true"}) == (NIL_N, True)
 
 
 @pytest.mark.parametrize("policy", ["best-effort", "restricted", "single-numa-node"])

@@ -349,7 +349,8 @@ def prepare_merge(
     machine with more NUMA nodes than ``max-allowable-numa-nodes`` (when
     ``enforce_numa_limit``, never for the ``none`` policy, as upstream's ``NewManager``), a
     malformed provider answer, a hint naming a NUMA node the machine lacks, or a missing or
-    incomplete distance matrix when ``prefer-closest-numa-nodes`` is on.
+    incomplete distance matrix when ``prefer-closest-numa-nodes`` is on (except under ``none``,
+    which upstream never gives a distance matrix).
     """
     if policy not in POLICIES:
         raise InputError(f'unknown policy: "{policy}"', field="topologyManagerPolicy")
@@ -362,7 +363,7 @@ def prepare_merge(
             field="numa_nodes",
         )
     dist = None
-    if opts.prefer_closest_numa:
+    if opts.prefer_closest_numa and policy != POLICY_NONE:
         if distances is None:
             raise InputError(
                 f'"{PREFER_CLOSEST_NUMA_NODES}" needs the NUMA distance matrix, none was given', field="distances"
