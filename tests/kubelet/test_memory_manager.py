@@ -378,7 +378,7 @@ def test_allocate_refusals(case, state, reserved, entries, the_pod, the_hint, me
     policy = policy_with(state, reserved, entries)
     with pytest.raises(MemoryManagerError) as err:
         policy.allocate(the_pod, the_pod.containers[0], the_hint)
-    assert err.value.reason == message
+    assert err.value.message == message
     assert dict(policy.machine_state) == state
     assert block_sets(policy.assignments) == block_sets(entries)
 
@@ -447,7 +447,7 @@ def test_allocate_refuses_a_hint_that_breaks_the_groups() -> None:
     assert policy.get_topology_hints(p, "c") == {}
     with pytest.raises(MemoryManagerError) as err:
         policy.allocate(p, "c", hint(0, 1, preferred=False))
-    assert err.value.reason == "[memorymanager] preferred hint violates NUMA node allocation"
+    assert err.value.message == "[memorymanager] preferred hint violates NUMA node allocation"
     assert dict(policy.machine_state) == state
 
 
@@ -1194,3 +1194,44 @@ def test_single_numa_hint_inside_a_group_is_accepted_as_upstream() -> None:
     policy.allocate(small, "c", hint(1))
     assert (policy.machine_state[0].cells, policy.machine_state[1].cells) == ((0, 1), (1,))
     assert policy.available() == {0: {"memory": 0}, 1: {"memory": 256 * MB}}
+
+
+def test_policy_is_a_topology_manager_hint_provider() -> None:
+    from toposched.kubelet import TopologyAffinityError, TopologyManager
+
+    machine = Machine((), tuple(NUMANode(n, memory_bytes=4 * GB) for n in (0, 1)))
+    for tm_policy, request, outcome in (
+        ("single-numa-node", 2 * GB, frozenset({0})),
+        ("single-numa-node", 5 * GB, TopologyAffinityError),
+        ("restricted", 5 * GB, frozenset({0, 1})),
+    ):
+        manager = TopologyManager([0, 1], policy=tm_policy)
+        memory = StaticMemoryPolicy(machine, {0: {"memory": GB}, 1: {"memory": GB}}, affinity=manager)
+        manager.add_hint_provider(memory)
+        p = pod("p", ctr("c", request))
+        if outcome is TopologyAffinityError:
+            with pytest.raises(TopologyAffinityError):
+                manager.admit(p)
+            assert dict(memory.assignments) == {}
+            continue
+        chosen = manager.admit(p)
+        assert chosen["c"].numa_nodes == outcome
+        assert memory.memory_numa_nodes(p, "c") == outcome
+
+
+def test_allocation_refusal_surfaces_as_upstreams_admission_error() -> None:
+    from toposched.kubelet import TopologyManager, UnexpectedAdmissionError
+
+    manager = TopologyManager([0, 1], policy="best-effort")
+    machine = Machine((), tuple(NUMANode(n, memory_bytes=2 * GB) for n in (0, 1)))
+    memory = StaticMemoryPolicy(machine, {0: {"memory": GB}, 1: {"memory": GB}}, affinity=manager)
+    manager.add_hint_provider(memory)
+    with pytest.raises(UnexpectedAdmissionError) as err:
+        manager.admit(pod("p", ctr("c", 3 * GB)))
+    # No NUMA set can hold 3Gi, so the memory manager offers nothing, the merge falls back to
+    # every NUMA node, and the allocation cannot widen that.
+    assert str(err.value) == (
+        "Allocate failed due to [memorymanager] failed to find NUMA nodes to extend the current topology hint, "
+        "which is unexpected"
+    )
+    assert dict(memory.assignments) == {}

@@ -28,6 +28,14 @@ from toposched.kubelet.device_manager import (
 )
 from toposched.kubelet.fast_merge import fast_merge_hints
 from toposched.kubelet.hints import TopologyHint
+from toposched.kubelet.memory_manager import MemoryAllocation, MemoryManagerError, StaticMemoryPolicy
+from toposched.kubelet.memory_state import (
+    MemoryManagerCheckpoint,
+    format_memory_state,
+    parse_memory_state,
+    read_memory_state,
+    write_memory_state,
+)
 from toposched.kubelet.scope import HintProvider, TopologyManager, admit_pod
 from toposched.kubelet.topology_manager import (
     PolicyOptions,
@@ -48,9 +56,13 @@ __all__ = sorted(
         "DeviceManager",
         "DeviceManagerState",
         "HintProvider",
+        "MemoryAllocation",
+        "MemoryManagerCheckpoint",
+        "MemoryManagerError",
         "PolicyOptions",
         "SMTAlignmentError",
         "StaticCPUPolicy",
+        "StaticMemoryPolicy",
         "StaticPolicyOptions",
         "TopologyAffinityError",
         "TopologyHint",
@@ -64,14 +76,18 @@ __all__ = sorted(
         "dumps_checkpoint",
         "fast_merge_hints",
         "filter_by_affinity",
+        "format_memory_state",
         "loads_checkpoint",
         "merge_hints",
         "numa_distances",
+        "parse_memory_state",
         "parse_policy_options",
         "parse_static_policy_options",
         "pod_device_requests",
         "read_checkpoint",
+        "read_memory_state",
         "take_by_topology",
         "write_checkpoint",
+        "write_memory_state",
     ]
 )

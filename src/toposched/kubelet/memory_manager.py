@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
@@ -39,6 +39,7 @@ from toposched.workload import GUARANTEED, Container, Pod
 
 __all__ = [
     "MEMORY_POLICY_STATIC",
+    "AffinityStore",
     "MemoryAllocation",
     "MemoryManagerError",
     "StaticMemoryPolicy",
@@ -54,12 +55,24 @@ _HUGEPAGES = "hugepages-"
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
-class MemoryManagerError(ToposchedError):
-    """The memory manager refused an admission; ``reason`` is upstream's error text."""
+class AffinityStore(Protocol):
+    """Where the Topology Manager keeps each container's chosen hint (upstream ``topologymanager.Store``)."""
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+    def get_affinity(self, pod: Pod | str, container_name: str) -> TopologyHint:
+        """The hint chosen for the container."""
+        ...
+
+
+class MemoryManagerError(ToposchedError):
+    """The memory manager could not allocate; ``message`` is upstream's error text.
+
+    It carries no admission ``reason``: the Topology Manager reports it, as upstream, as an
+    :class:`~toposched.kubelet.UnexpectedAdmissionError`.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 def hugepage_resource_name(page_size: int) -> str:
@@ -219,7 +232,9 @@ class StaticMemoryPolicy:
     ``node_allocatable_reservation`` (system-reserved + kube-reserved + hard eviction, per
     resource) is given, the reservations must add up to it, as the kubelet checks at start;
     :meth:`from_config` derives it from a :class:`~toposched.kubelet.config.KubeletConfig`.
-    The policy starts from the empty machine state (upstream's default state).
+    ``affinity`` is where :meth:`allocate` reads the Topology Manager's choice when no hint is
+    passed (e.g. a :class:`~toposched.kubelet.TopologyManager`, which makes this policy one of
+    its hint providers). The policy starts from the empty machine state (upstream's default).
     """
 
     name = MEMORY_POLICY_STATIC
@@ -230,8 +245,12 @@ class StaticMemoryPolicy:
         reserved_memory: Mapping[int, Mapping[str, int]],
         *,
         node_allocatable_reservation: Mapping[str, int] | None = None,
+        affinity: AffinityStore | None = None,
     ):
+        if not isinstance(machine, Machine):
+            raise InputError(f"expected a Machine, got {type(machine).__name__}", field="machine")
         self._machine = machine
+        self.affinity = affinity
         reserved = self._checked_reservations(machine, reserved_memory)
         if node_allocatable_reservation is not None:
             for name, value in node_allocatable_reservation.items():
@@ -250,7 +269,9 @@ class StaticMemoryPolicy:
         self._reusable: dict[str, dict[int, dict[str, int]]] = {}
 
     @classmethod
-    def from_config(cls, machine: Machine, config: KubeletConfig) -> StaticMemoryPolicy:
+    def from_config(
+        cls, machine: Machine, config: KubeletConfig, *, affinity: AffinityStore | None = None
+    ) -> StaticMemoryPolicy:
         """The policy a kubelet with this configuration runs, checked like the kubelet checks it.
 
         The node-allocatable reservation is system-reserved + kube-reserved, plus the
@@ -265,7 +286,7 @@ class StaticMemoryPolicy:
         for source in (config.system_reserved, config.kube_reserved, {_MEMORY: config.eviction_memory}):
             for name, value in source.items():
                 reservation[name] = reservation.get(name, 0) + value
-        return cls(machine, config.reserved_memory, node_allocatable_reservation=reservation)
+        return cls(machine, config.reserved_memory, node_allocatable_reservation=reservation, affinity=affinity)
 
     # ---- construction helpers ---------------------------------------------------------------
 
@@ -618,16 +639,18 @@ class StaticMemoryPolicy:
     def allocate(self, pod: Pod, container: Container | str, hint: TopologyHint | None = None) -> MemoryAllocation:
         """Upstream ``Allocate``: book a container's memory on the Topology Manager's hint.
 
-        ``hint`` is the merged affinity (None or a nil-affinity hint: the policy picks its own
-        best hint, as with the Topology Manager policy ``none``). A hint too narrow for the
+        ``hint`` is the merged affinity; without one the ``affinity`` store is asked, and
+        without a store the hint has no affinity. With no affinity the policy picks its own
+        best hint, as under the Topology Manager policy ``none``. A hint too narrow for the
         request is widened to the best valid set containing it. Raises
         :class:`MemoryManagerError` with upstream's reason when the request cannot be placed
         and :class:`InputError` for bad input; either way the state is unchanged. Calling it
         again for a container that already holds memory changes nothing.
         """
-        hint = hint if hint is not None else TopologyHint(None, False)
-        self._check_hint(hint)
         c = self._container(pod, container)
+        if hint is None:
+            hint = self.affinity.get_affinity(pod, c.name) if self.affinity else TopologyHint(None, False)
+        self._check_hint(hint)
         if not self.manages(pod):
             return MemoryAllocation(c.name)
         uid = self.pod_uid(pod)
@@ -750,12 +773,14 @@ class StaticMemoryPolicy:
 
     # ---- release -----------------------------------------------------------------------------
 
-    def remove_container(self, pod_uid: str, container_name: str) -> None:
+    def remove_container(self, pod: Pod | str, container: Container | str) -> None:
         """Upstream ``RemoveContainer``: give a container's blocks back; nothing if it has none.
 
-        Each block's bytes go back to the reserved memory of its NUMA nodes in ascending order;
-        a node whose last block leaves becomes its own group again.
+        ``pod`` is a pod or its UID. Each block's bytes go back to the reserved memory of its
+        NUMA nodes in ascending order; a node whose last block leaves becomes its own group.
         """
+        pod_uid = pod if isinstance(pod, str) else self.pod_uid(pod)
+        container_name = container if isinstance(container, str) else container.name
         blocks = self.memory_blocks(pod_uid, container_name)
         if blocks is None:
             return
