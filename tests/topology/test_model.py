@@ -62,6 +62,7 @@ def test_negative_memory_is_an_error():
         (0x038000, 0x1002, DeviceKind.GPU),
         (0x020000, 0x8086, DeviceKind.NIC),
         (0x020700, 0x15B3, DeviceKind.INFINIBAND),
+        (0x0C0600, 0x15B3, DeviceKind.INFINIBAND),
         (0x010802, 0x144D, DeviceKind.NVME),
         (0x0B4000, 0x8086, DeviceKind.ACCELERATOR),
         (None, None, DeviceKind.OTHER),

@@ -1,5 +1,6 @@
 """A faithful model of the kubelet's node-level decisions (Topology, CPU, memory, device managers)."""
 
+from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.cpu_assignment import CPUAllocationError, CPUTopology, take_by_topology
 from toposched.kubelet.cpu_manager import (
     CPUState,
@@ -36,6 +37,7 @@ from toposched.kubelet.memory_state import (
     read_memory_state,
     write_memory_state,
 )
+from toposched.kubelet.node import Admission, ContainerAllocation, KubeletNode
 from toposched.kubelet.scope import HintProvider, TopologyManager, admit_pod
 from toposched.kubelet.topology_manager import (
     PolicyOptions,
@@ -48,6 +50,10 @@ from toposched.kubelet.topology_manager import (
 
 __all__ = sorted(
     [
+        "Admission",
+        "ContainerAllocation",
+        "KubeletConfig",
+        "KubeletNode",
         "CPUAllocationError",
         "CPUManagerCheckpoint",
         "CPUState",

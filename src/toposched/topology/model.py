@@ -129,6 +129,8 @@ def classify_pci_class(class_code: int | None, vendor_id: int | None = None) -> 
         if sub in (0x07, 0x08):  # InfiniBand, fabric (Omni-Path)
             return DeviceKind.INFINIBAND
         return DeviceKind.NIC
+    if base == 0x0C and sub == 0x06:  # serial bus controller: InfiniBand (older Mellanox HCAs)
+        return DeviceKind.INFINIBAND
     if base == 0x01 and sub == 0x08:
         return DeviceKind.NVME
     if (base == 0x0B and sub == 0x40) or base == 0x12:  # co-processor, processing accelerator

@@ -1,0 +1,427 @@
+"""``KubeletNode``: one node's kubelet, as a model that admits and releases pods.
+
+It composes the pieces as the kubelet's container manager does: the predicate admission
+(does the pod fit the node's allocatable at all), then the Topology Manager with its hint
+providers consulted in the kubelet's order (device manager, CPU manager, memory manager), each
+of which allocates once the merged hint is admitted. The result is the exact allocation
+(exclusive cpuset, memory per NUMA node, device IDs per container) or the rejection with the
+reason and message the kubelet would put on the pod.
+
+A rejected admission leaves the node exactly as it was. The simulator uses this as a node's
+ground truth; the scheduler uses the same class to predict a kubelet-managed node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.config import KubeletConfig
+from toposched.kubelet.cpu_manager import SMTAlignmentError, StaticCPUPolicy
+from toposched.kubelet.device_manager import DeviceManager
+from toposched.kubelet.hints import TopologyHint
+from toposched.kubelet.memory_manager import MemoryManagerError, StaticMemoryPolicy, hugepage_resource_name
+from toposched.kubelet.scope import TopologyManager
+from toposched.kubelet.topology_manager import TopologyAffinityError, UnexpectedAdmissionError, merge_hints
+from toposched.topology import CPUSet, Machine
+from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
+from toposched.workload import Container, Pod, add_resources
+
+__all__ = ["Admission", "ContainerAllocation", "DevicePlugins", "KubeletNode"]
+
+DevicePlugins = Mapping[str, Iterable[tuple[str, Iterable[int] | None]]]
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerAllocation:
+    """What the kubelet gave one container.
+
+    ``cpuset`` is the exclusive CPUs (empty when the container runs on the shared pool);
+    ``hint`` is the Topology Manager's chosen affinity; ``memory`` maps NUMA id to
+    {resource: bytes} pinned by the memory manager; ``devices`` maps resource to device IDs.
+    """
+
+    cpuset: CPUSet = CPUSet()
+    hint: TopologyHint = TopologyHint(None, False)
+    memory: Mapping[int, Mapping[str, int]] = field(default_factory=lambda: _EMPTY)
+    devices: Mapping[str, frozenset[str]] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def exclusive(self) -> bool:
+        """True when the container holds CPUs of its own."""
+        return bool(self.cpuset)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The kubelet's answer to a pod: admitted with allocations, or rejected with reason and message."""
+
+    pod: str
+    admitted: bool
+    reason: str = ""
+    message: str = ""
+    containers: Mapping[str, ContainerAllocation] = field(default_factory=lambda: _EMPTY)
+
+    def numa_nodes(self) -> frozenset[int]:
+        """Every NUMA node the pod's exclusive CPUs, pinned memory and hints touch."""
+        nodes: set[int] = set()
+        for c in self.containers.values():
+            nodes.update(c.memory)
+            if c.hint.numa_nodes is not None and (c.cpuset or c.memory or c.devices):
+                nodes.update(c.hint.numa_nodes)
+        return frozenset(nodes)
+
+
+class KubeletNode:
+    """A node's kubelet: machine + configuration + the pods it admitted.
+
+    ``device_plugins`` maps a device resource (``nvidia.com/gpu``) to its devices as
+    ``(device id, NUMA ids or None)``. ``merge`` is the hint merge; the scheduler may pass
+    :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
+    Construction validates the configuration against the machine as the kubelet does at start
+    and raises :class:`InputError` otherwise.
+    """
+
+    def __init__(
+        self,
+        machine: Machine,
+        config: KubeletConfig | None = None,
+        *,
+        device_plugins: DevicePlugins | None = None,
+        name: str = "node",
+        merge: Any = merge_hints,
+    ) -> None:
+        self.machine = machine
+        self.config = config or KubeletConfig()
+        self.name = name
+        cfg = self.config
+        reserved_cpus = cfg.reserved_system_cpus
+        if reserved_cpus is not None:
+            missing = reserved_cpus - machine.online
+            if missing:
+                raise InputError(f"reserved CPUs {missing} are not online CPUs of the machine", field="reservedSystemCPUs")
+        self.reserved_cpu_millis = len(reserved_cpus) * 1000 if reserved_cpus else cfg.reserved_cpu_millis
+        self.topology_manager = TopologyManager(
+            machine.numa_ids,
+            policy=cfg.topology_manager_policy,
+            scope=cfg.topology_manager_scope,
+            options=dict(cfg.topology_manager_options),
+            distances=machine if cfg.topology_manager_options.get("prefer-closest-numa-nodes") else None,
+            merge=merge,
+        )
+        self.devices = DeviceManager(machine.numa_ids, {r: list(d) for r, d in (device_plugins or {}).items()})
+        self.cpu: StaticCPUPolicy | None = None
+        if cfg.cpu_manager_policy == "static":
+            self.cpu = StaticCPUPolicy(
+                machine,
+                reserved_cpus=reserved_cpus,
+                num_reserved=math.ceil(self.reserved_cpu_millis / 1000),
+                options=dict(cfg.cpu_manager_options),
+                topology_manager_policy=cfg.topology_manager_policy,
+                affinity=self.topology_manager,
+            )
+        self.memory: StaticMemoryPolicy | None = None
+        if cfg.memory_manager_policy == "Static":
+            self.memory = StaticMemoryPolicy.from_config(machine, cfg)
+        self._results: dict[str, dict[str, Any]] = {}
+        providers = [_DeviceProvider(self)]
+        if self.cpu is not None:
+            providers.append(_CPUProvider(self))
+        if self.memory is not None:
+            providers.append(_MemoryProvider(self))
+        for provider in providers:
+            self.topology_manager.add_hint_provider(provider)
+        self.allocatable = self._allocatable()
+        self.pods: dict[str, Pod] = {}
+        self.admissions: dict[str, Admission] = {}
+        self._requested: dict[str, int] = {}
+
+    # ---- node-level capacity -------------------------------------------------------------------
+
+    def _allocatable(self) -> dict[str, int]:
+        cfg = self.config
+        hugepages: dict[str, int] = {}
+        total_memory = 0
+        for node in self.machine.numa_nodes:
+            total_memory += node.memory_bytes
+            for size, count in node.hugepages.items():
+                name = hugepage_resource_name(size)
+                hugepages[name] = hugepages.get(name, 0) + size * count
+        # Pages set aside as hugepages are not regular memory (the kubelet subtracts them).
+        regular = total_memory - sum(hugepages.values())
+        out = {
+            "cpu": max(0, len(self.machine.online) * 1000 - self.reserved_cpu_millis),
+            "memory": max(0, regular - cfg.reserved_memory_bytes),
+            "pods": cfg.max_pods,
+        }
+        for name, value in hugepages.items():
+            out[name] = max(0, value - cfg.kube_reserved.get(name, 0) - cfg.system_reserved.get(name, 0))
+        for resource in self.devices.resources:
+            out[resource] = len(self.devices.state.healthy.get(resource, ()))
+        return out
+
+    @property
+    def requested(self) -> Mapping[str, int]:
+        """The sum of the admitted pods' requests (and their count under ``pods``)."""
+        return MappingProxyType(self._requested)
+
+    # ---- admission -------------------------------------------------------------------------------
+
+    def admit(self, pod: Pod) -> Admission:
+        """Admit ``pod`` as the kubelet would, or reject it with upstream's reason; state unchanged on rejection.
+
+        Reasons: ``OutOf<resource>`` (the node's allocatable), ``TopologyAffinityError``,
+        ``SMTAlignmentError``, ``UnexpectedAdmissionError`` (a manager could not allocate).
+        Admitting a pod that is already admitted returns its first admission.
+        """
+        uid = _uid(pod)
+        if uid in self.admissions:
+            return self.admissions[uid]
+        misfit = self._misfit(pod)
+        if misfit is not None:
+            return misfit
+        snapshot = self._snapshot()
+        self._results[uid] = {}
+        try:
+            hints = self.topology_manager.admit(pod)
+        except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
+            self._restore(snapshot, uid)
+            return Admission(pod.key, False, err.reason, str(err))
+        except InputError:
+            self._restore(snapshot, uid)
+            raise
+        except ToposchedError as err:
+            self._restore(snapshot, uid)
+            wrapped = UnexpectedAdmissionError(err, pod=pod.key)
+            return Admission(pod.key, False, wrapped.reason, str(wrapped))
+        results = self._results.pop(uid)
+        containers = {}
+        for c in pod.all_containers:
+            got = results.get(c.name, {})
+            containers[c.name] = ContainerAllocation(
+                cpuset=got.get("cpu", CPUSet()),
+                hint=hints.get(c.name, TopologyHint(None, False)),
+                memory=MappingProxyType({n: MappingProxyType(dict(r)) for n, r in got.get("memory", {}).items()}),
+                devices=MappingProxyType(dict(got.get("devices", {}))),
+            )
+        admission = Admission(pod.key, True, containers=MappingProxyType(containers))
+        self.pods[uid] = pod
+        self.admissions[uid] = admission
+        add_resources(self._requested, pod.effective_requests())
+        self._requested["pods"] = self._requested.get("pods", 0) + 1
+        return admission
+
+    def _misfit(self, pod: Pod) -> Admission | None:
+        """The kubelet's predicate admission: requests against allocatable, upstream's wording."""
+        requests = dict(pod.effective_requests())
+        requests["pods"] = 1
+        for resource in sorted(requests):
+            want = requests[resource]
+            if want == 0 and resource != "pods":
+                continue
+            capacity = self.allocatable.get(resource)
+            used = self._requested.get(resource, 0)
+            if capacity is None:
+                if resource in ("cpu", "memory", "ephemeral-storage") or "/" not in resource and not resource.startswith("hugepages-"):
+                    continue
+                capacity = 0
+            if used + want > capacity:
+                return Admission(
+                    pod.key,
+                    False,
+                    f"OutOf{resource}",
+                    f"Node didn't have enough resource: {resource}, requested: {want}, used: {used}, capacity: {capacity}",
+                )
+        return None
+
+    def release(self, pod: Pod | str) -> None:
+        """Forget a pod that finished or was deleted: every CPU, memory block and device it held comes back."""
+        uid = pod if isinstance(pod, str) else _uid(pod)
+        known = self.pods.pop(uid, None)
+        if known is None:
+            return
+        self.admissions.pop(uid, None)
+        if self.cpu is not None:
+            self.cpu.release_pod(uid)
+        if self.memory is not None:
+            self.memory.release(uid)
+        self.devices.release(uid)
+        self.topology_manager.remove_pod(uid)
+        requests = known.effective_requests()
+        for resource, value in requests.items():
+            self._requested[resource] -= value
+        self._requested["pods"] -= 1
+        self._requested = {k: v for k, v in self._requested.items() if v}
+
+    # ---- state snapshots -------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[Any, Any, Any]:
+        return (
+            self.cpu.state if self.cpu is not None else None,
+            self.memory.checkpoint() if self.memory is not None else None,
+            self.devices.state,
+        )
+
+    def _restore(self, snapshot: tuple[Any, Any, Any], uid: str) -> None:
+        cpu, memory, devices = snapshot
+        if self.cpu is not None:
+            self.cpu.restore(cpu)
+            self.cpu.release_pod(uid)  # forgets the reusable-CPU bookkeeping of the refused pod
+            self.cpu.restore(cpu)
+        if self.memory is not None:
+            self.memory.restore(memory, validate=False)
+            self.memory.release(uid)
+            self.memory.restore(memory, validate=False)
+        self.devices.restore(devices)
+        self.topology_manager.remove_pod(uid)
+        self._results.pop(uid, None)
+
+    def state(self) -> tuple[Any, ...]:
+        """A comparable snapshot of everything the node holds (for checks that release restores it)."""
+        cpu = self.cpu.state if self.cpu is not None else None
+        memory = self.memory.checkpoint() if self.memory is not None else None
+        return (cpu, memory, self.devices.state, tuple(sorted(self._requested.items())), tuple(sorted(self.pods)))
+
+    # ---- views -----------------------------------------------------------------------------------
+
+    def available(self) -> dict[int, dict[str, int]]:
+        """What each NUMA zone can still give, as node-feature-discovery reports it.
+
+        ``cpu`` (millicores): the zone's CPUs that are neither reserved nor exclusively held;
+        ``memory`` and ``hugepages-<size>`` (bytes): free per the memory manager when it is
+        ``Static``, else the zone's allocatable; device resources: free healthy devices on
+        the zone.
+        """
+        out: dict[int, dict[str, int]] = {}
+        if self.cpu is not None:
+            free = self.cpu.available_cpus() - self.cpu.reserved_cpus
+        else:
+            free = self.machine.online - (self.config.reserved_system_cpus or CPUSet())
+        memory_free = self.memory.available() if self.memory is not None else None
+        for node in self.machine.numa_nodes:
+            zone: dict[str, int] = {}
+            if node.cpus:
+                zone["cpu"] = len(node.cpus & free) * 1000
+            if memory_free is not None:
+                zone.update(memory_free.get(node.id, {}))
+            else:
+                hugepages = 0
+                for size, count in node.hugepages.items():
+                    zone[hugepage_resource_name(size)] = size * count
+                    hugepages += size * count
+                zone["memory"] = node.memory_bytes - hugepages
+            out[node.id] = zone
+        state = self.devices.state
+        for resource in self.devices.resources:
+            for numa_id in self.machine.numa_ids:
+                out[numa_id].setdefault(resource, 0)
+            for device in state.available(resource):
+                topology = state.devices[resource].get(device)
+                if topology is not None and len(topology) == 1:
+                    out[next(iter(topology))][resource] += 1
+        return out
+
+    def device_counts(self) -> dict[str, dict[int, int]]:
+        """Healthy devices per resource per NUMA zone (devices without one NUMA node are not counted)."""
+        state = self.devices.state
+        out: dict[str, dict[int, int]] = {}
+        for resource in self.devices.resources:
+            per_zone = out.setdefault(resource, {})
+            for device in state.healthy.get(resource, ()):
+                topology = state.devices[resource].get(device)
+                if topology is not None and len(topology) == 1:
+                    numa_id = next(iter(topology))
+                    per_zone[numa_id] = per_zone.get(numa_id, 0) + 1
+        return out
+
+    def to_nrt(self) -> NodeResourceTopology:
+        """This node's NodeResourceTopology report, with current availability."""
+        reserved = self.cpu.reserved_cpus if self.cpu is not None else (self.config.reserved_system_cpus or CPUSet())
+        return nrt_from_machine(
+            self.machine,
+            node_name=self.name,
+            policy=self.config.topology_manager_policy,
+            scope=self.config.topology_manager_scope,
+            available=self.available(),
+            device_resources=self.device_counts(),
+            reserved_cpus=reserved,
+        )
+
+
+def _uid(pod: Pod) -> str:
+    return pod.uid or pod.key
+
+
+class _Provider:
+    """Adapts one manager to the Topology Manager's provider calls and records what it allocated."""
+
+    key = ""
+
+    def __init__(self, node: KubeletNode) -> None:
+        self.node = node
+
+    def _record(self, pod: Pod, container: Container, value: Any) -> None:
+        results = self.node._results.get(_uid(pod))
+        if results is not None and value:
+            results.setdefault(container.name, {})[self.key] = value
+
+    def _hint(self, pod: Pod, container: Container) -> TopologyHint:
+        return self.node.topology_manager.get_affinity(pod, container.name)
+
+
+class _DeviceProvider(_Provider):
+    key = "devices"
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> Any:
+        return self.node.devices.get_topology_hints(pod, container)
+
+    def get_pod_topology_hints(self, pod: Pod) -> Any:
+        return self.node.devices.get_pod_topology_hints(pod)
+
+    def allocate(self, pod: Pod, container: Container) -> None:
+        self._record(pod, container, self.node.devices.allocate(pod, container, self._hint(pod, container)))
+
+
+class _CPUProvider(_Provider):
+    key = "cpu"
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> Any:
+        return self.node.cpu.get_topology_hints(pod, container)  # type: ignore[union-attr]
+
+    def get_pod_topology_hints(self, pod: Pod) -> Any:
+        return self.node.cpu.get_pod_topology_hints(pod)  # type: ignore[union-attr]
+
+    def allocate(self, pod: Pod, container: Container) -> None:
+        self._record(pod, container, self.node.cpu.allocate(pod, container))  # type: ignore[union-attr]
+
+
+class _MemoryProvider(_Provider):
+    key = "memory"
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> Any:
+        return self.node.memory.get_topology_hints(pod, container)  # type: ignore[union-attr]
+
+    def get_pod_topology_hints(self, pod: Pod) -> Any:
+        return self.node.memory.get_pod_topology_hints(pod)  # type: ignore[union-attr]
+
+    def allocate(self, pod: Pod, container: Container) -> None:
+        try:
+            result = self.node.memory.allocate(pod, container, self._hint(pod, container))  # type: ignore[union-attr]
+        except MemoryManagerError as err:
+            # The memory manager's errors are plain errors upstream: the admission reports them as unexpected.
+            raise UnexpectedAdmissionError(err, pod=pod.key, container=container.name) from err
+        per_numa = {n: dict(r) for n, r in result.numa_memory.items()}
+        for block in result.blocks:
+            nodes = block.numa_affinity or ()
+            booked = sum(per_numa.get(n, {}).get(block.type, 0) for n in nodes)
+            if nodes and block.size > booked:
+                # Reused init-container memory was not moved by this call; it lies on the block's first node.
+                first = per_numa.setdefault(nodes[0], {})
+                first[block.type] = first.get(block.type, 0) + block.size - booked
+        self._record(pod, container, per_numa)
+
