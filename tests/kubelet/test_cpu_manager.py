@@ -607,7 +607,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Machine, int, dict[str, str], list[Pod]]
         {"cpu": t * total + core, "core": core, "socket": core // cores_per_numa // numa_per_socket,
          "numa": core // cores_per_numa}
         for t in range(threads) for core in range(total))
-    reserved = draw(st.integers(0, 2))
+    reserved = draw(st.integers(0, min(2 * threads, total * threads - 1)))
     option = draw(st.sampled_from([{}, {"full-pcpus-only": "true"}, {"distribute-cpus-across-numa": "true"},
                                    {"strict-cpu-reservation": "true"}, {"distribute-cpus-across-cores": "true"},
                                    {"align-by-socket": "true"}, {"prefer-align-cpus-by-uncorecache": "true"}]))
@@ -655,7 +655,10 @@ def test_allocations_never_overlap_nor_touch_reserved_and_release_restores(
                 pod_cpus = pod_cpus | cpus
                 assert cpus.isdisjoint(policy.reserved_cpus)
                 assert cpus.isdisjoint(policy.default_cpuset)
-                if options.get("full-pcpus-only"):
+                # Upstream guarantees whole cores only when the reserved CPUs are whole cores: a
+                # hint's NUMA part may pick the free sibling of a reserved CPU (allocateCPUs takes
+                # from the pool minus the reserved CPUs, not minus their cores).
+                if options.get("full-pcpus-only") and policy.reserved_cpus == policy.reserved_physical_cpus:
                     for cpu in cpus:
                         assert machine.siblings(cpu) <= cpus  # whole cores only
             for cpu in pod_cpus:
@@ -696,3 +699,38 @@ def test_policy_is_a_hint_provider_for_the_topology_manager() -> None:
     with pytest.raises(SMTAlignmentError) as info:
         manager.admit(make_multi([], [3000], uid="odd"))
     assert info.value.reason == "SMTAlignmentError"
+
+
+def test_reserved_cpus_accepts_a_count_or_the_list_syntax() -> None:
+    machine = MACHINES["topoDualSocketHT"]
+    assert StaticCPUPolicy(machine, reserved_cpus=2).reserved_cpus == P("0,6")
+    assert StaticCPUPolicy(machine, reserved_cpus="0-1").reserved_physical_cpus == P("0-1,6-7")
+    with pytest.raises(InputError):
+        StaticCPUPolicy(machine, reserved_cpus="0-x")
+    with pytest.raises(InputError):
+        StaticCPUPolicy(machine, reserved_cpus=P("40"))
+
+
+def test_release_restores_the_state_before_allocation() -> None:
+    policy = StaticCPUPolicy(MACHINES["topoSingleSocketHT"], num_reserved=1)
+    before = policy.state
+    pod = make_multi([(4000, False)], [2000, 1000], uid="p")
+    for c in pod.all_containers:
+        policy.allocate(pod, c)
+    assert policy.shared_pool == policy.default_cpuset != before.default_cpuset
+    policy.release(pod, "appContainer-1")
+    assert policy.state.get("p", "appContainer-1") is None
+    policy.release(pod)
+    assert policy.state == before
+    assert policy.cpus_to_reuse(pod) == CPUSet()
+
+
+def test_full_pcpus_only_with_a_partly_reserved_core_can_split_a_core_as_upstream() -> None:
+    # Found by the property above: CPU 0 reserved, its sibling 2 free. The hint's NUMA node 0 has
+    # only CPU 2 left; allocateCPUs takes it first, then CPU 1 elsewhere (upstream does the same).
+    machine = Machine.from_cpu_table(
+        {"cpu": c, "core": c % 2, "socket": 0, "numa": c % 2} for c in range(4))
+    policy = StaticCPUPolicy(machine, num_reserved=1, options=FULL_PCPUS)
+    assert policy.reserved_cpus == P("0")
+    cpus = policy.allocate(make_pod("p", "c", 2000, 2000), "c", TopologyHint(frozenset({0}), True))
+    assert cpus == P("1-2")

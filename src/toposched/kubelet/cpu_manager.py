@@ -354,6 +354,13 @@ def _pod_uid(pod: Pod | str) -> str:
     return pod.uid or pod.key
 
 
+def _parse_cpuset(text: str, what: str) -> CPUSet:
+    try:
+        return CPUSet.parse(text)
+    except InputError as err:
+        raise InputError(err.message, field=what) from None
+
+
 def _go_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -361,8 +368,8 @@ def _go_quote(text: str) -> str:
 class StaticCPUPolicy:
     """The static CPU manager policy of one node; see the module notes.
 
-    ``reserved_cpus`` is ``reservedSystemCPUs``; without it ``num_reserved`` CPUs are taken with
-    takeByTopology from the whole machine (upstream's ``kube-reserved + system-reserved``
+    ``reserved_cpus`` is ``reservedSystemCPUs`` (a CPUSet or its list syntax; an int is read as
+    ``num_reserved``); without it ``num_reserved`` CPUs are taken with takeByTopology from the whole machine (upstream's ``kube-reserved + system-reserved``
     rounded up). When both are given their sizes must agree, as upstream checks. ``options``
     are ``cpuManagerPolicyOptions``; ``topology_manager_policy`` is checked against
     ``align-by-socket``. ``state`` restores a previous state (e.g. from a checkpoint); it is
@@ -376,7 +383,7 @@ class StaticCPUPolicy:
         self,
         machine: Machine,
         *,
-        reserved_cpus: CPUSet | None = None,
+        reserved_cpus: CPUSet | int | str | None = None,
         num_reserved: int | None = None,
         options: Mapping[str, Any] | StaticPolicyOptions | None = None,
         topology_manager_policy: str = "none",
@@ -397,6 +404,13 @@ class StaticCPUPolicy:
         self._cpus_to_reuse: dict[str, CPUSet] = {}
 
         all_cpus = CPUSet.from_mask(self.topology.all_mask)
+        if isinstance(reserved_cpus, int) and not isinstance(reserved_cpus, bool):
+            if num_reserved is not None and num_reserved != reserved_cpus:
+                raise InputError(f"reserved_cpus={reserved_cpus} and num_reserved={num_reserved} disagree",
+                                 field="num_reserved")
+            reserved_cpus, num_reserved = None, reserved_cpus
+        elif isinstance(reserved_cpus, str):
+            reserved_cpus = _parse_cpuset(reserved_cpus, "reservedSystemCPUs")
         if reserved_cpus is not None:
             _check_cpus(self.topology, reserved_cpus, "reservedSystemCPUs")
         if num_reserved is None:
@@ -433,6 +447,8 @@ class StaticCPUPolicy:
     def default_cpuset(self) -> CPUSet:
         """The shared pool: where every non-exclusive container runs."""
         return self._state.default_cpuset
+
+    shared_pool = default_cpuset
 
     def start(self, state: CPUState, *, validate: bool = True) -> None:
         """Adopt ``state`` as upstream ``Start`` does: an empty state becomes the initial one.
@@ -687,6 +703,12 @@ class StaticCPUPolicy:
         released = held - CPUSet.from_mask(in_use)
         self._state = state.with_default(state.default_cpuset | released)
         return released
+
+    def release(self, pod: Pod | str, container: Container | str | None = None) -> CPUSet:
+        """Release one container (:meth:`release_container`) or, without one, the whole pod (:meth:`release_pod`)."""
+        if container is None:
+            return self.release_pod(pod)
+        return self.release_container(pod, container)
 
     def release_pod(self, pod: Pod | str) -> CPUSet:
         """Release every container of the pod and forget its reusable CPUs; returns the CPUs given back.
