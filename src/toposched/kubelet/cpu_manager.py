@@ -399,7 +399,7 @@ class StaticCPUPolicy:
         self.topology = CPUTopology.of(machine)
         self.options = parse_static_policy_options(options, alpha_options=alpha_options, beta_options=beta_options)
         _validate_options(self.options, self.topology, topology_manager_policy)
-        self.cpu_group_size = self.topology.cpus_per_core
+        self.cpu_group_size = self.topology.cpus_per_core or 1  # a machine without CPUs has no cores
         self.affinity = affinity
         self._cpus_to_reuse: dict[str, CPUSet] = {}
 
@@ -592,7 +592,7 @@ class StaticCPUPolicy:
         if self.options.distribute_cpus_across_numa:
             group = self.cpu_group_size if self.options.full_pcpus_only else 1
             return take_by_topology(self.topology, available, count, strategy=strategy, distribute=True,
-                                    cpu_group_size=max(group, 1))
+                                    cpu_group_size=group)
         return take_by_topology(self.topology, available, count, strategy=strategy,
                                 prefer_uncore_cache=self.options.prefer_align_cpus_by_uncorecache)
 
