@@ -52,7 +52,9 @@ __all__ = [
     "StaticCPUPolicy",
     "StaticPolicyOptions",
     "cpu_topology_hints",
+    "guaranteed_cpus",
     "parse_static_policy_options",
+    "pod_guaranteed_cpus",
 ]
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
@@ -72,6 +74,36 @@ _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _FIELD = "cpuManagerPolicyOptions"
+
+
+def guaranteed_cpus(pod: Pod, container: Container) -> int:
+    """Exclusive CPUs the static policy gives a container (upstream ``guaranteedCPUs``).
+
+    Its CPU request in whole CPUs when the pod is Guaranteed and the request is a whole number,
+    else 0. The scheduler reads the same answer (one source of truth for who gets exclusive CPUs).
+    """
+    if pod.qos_class != "Guaranteed":
+        return 0
+    milli = container.requests.get("cpu", 0)
+    if milli % 1000:
+        return 0
+    return milli // 1000
+
+
+def pod_guaranteed_cpus(pod: Pod) -> int:
+    """Exclusive CPUs the pod needs at its peak (upstream ``podGuaranteedCPUs``, sidecars included)."""
+    by_init = 0
+    by_sidecars = 0
+    for c in pod.init_containers:
+        if "cpu" not in c.requests:
+            continue
+        requested = guaranteed_cpus(pod, c)
+        if c.is_sidecar:
+            by_sidecars += requested
+        elif by_sidecars + requested > by_init:
+            by_init = by_sidecars + requested
+    by_apps = sum(guaranteed_cpus(pod, c) for c in pod.containers if "cpu" in c.requests)
+    return max(by_init, by_apps + by_sidecars)
 
 
 class SMTAlignmentError(ToposchedError):
@@ -526,27 +558,11 @@ class StaticCPUPolicy:
 
     def guaranteed_cpus(self, pod: Pod, container: Container) -> int:
         """Exclusive CPUs the container gets: its CPU request when the pod is Guaranteed and it is whole, else 0."""
-        if pod.qos_class != "Guaranteed":
-            return 0
-        milli = container.requests.get("cpu", 0)
-        if milli % 1000:
-            return 0
-        return milli // 1000
+        return guaranteed_cpus(pod, container)
 
     def pod_guaranteed_cpus(self, pod: Pod) -> int:
         """Exclusive CPUs the pod needs at its peak (upstream ``podGuaranteedCPUs``, sidecars included)."""
-        by_init = 0
-        by_sidecars = 0
-        for c in pod.init_containers:
-            if "cpu" not in c.requests:
-                continue
-            requested = self.guaranteed_cpus(pod, c)
-            if c.is_sidecar:
-                by_sidecars += requested
-            elif by_sidecars + requested > by_init:
-                by_init = by_sidecars + requested
-        by_apps = sum(self.guaranteed_cpus(pod, c) for c in pod.containers if "cpu" in c.requests)
-        return max(by_init, by_apps + by_sidecars)
+        return pod_guaranteed_cpus(pod)
 
     # ---- hints
 
