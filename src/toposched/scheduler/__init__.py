@@ -1,5 +1,28 @@
 """The cluster's scheduling decisions, in the shape of the Kubernetes scheduling framework."""
 
+from toposched.scheduler.cluster import Cluster, NodeRecord
+from toposched.scheduler.framework import CycleState, Profile, Registry, registry
+from toposched.scheduler.nodes import NodeSpec, Taint
+from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.scheduler.status import Code, Status
+from toposched.scheduler import plugins  # noqa: E402,F401  (registers the built-in plugins)
 
-__all__ = sorted(["Code", "Status"])
+__all__ = sorted(
+    [
+        "Cluster",
+        "Code",
+        "ContainerPlacement",
+        "CycleState",
+        "Decision",
+        "NodeRecord",
+        "NodeSpec",
+        "Placement",
+        "Profile",
+        "Registry",
+        "Scheduler",
+        "Status",
+        "Taint",
+        "registry",
+    ]
+)

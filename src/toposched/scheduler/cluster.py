@@ -1,0 +1,372 @@
+"""The scheduler's view of the cluster: nodes, their reports, the pods on them, and the ledger.
+
+For a node with topology data the cluster keeps a *replica* of its kubelet
+(:class:`~toposched.kubelet.KubeletNode`): every pod bound to the node, by us or by another
+scheduler, is admitted into it, so the replica predicts exactly which CPUs, memory and devices
+the kubelet will give the next pod. Every placement toposched makes is recorded from Reserve
+on; until the node's NodeResourceTopology report reflects it (the report's
+``nodeTopologyPodsFingerprint`` matches the pods known on the node, or the report is newer than
+the placement by ``reflect_timeout`` seconds) it is subtracted from what the report says is
+available. A zone therefore offers the smaller of what the replica and the corrected report
+say, and a report that is 60 s old never leads to a double allocation.
+
+Time is passed in (``now``, seconds); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from toposched.errors import InputError
+from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
+from toposched.scheduler.nodes import NodeSpec
+from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.topology import CPUSet, Machine
+from toposched.topology.nrt import NodeResourceTopology, machine_from_nrt, numa_zone_resources
+from toposched.workload import Pod, add_resources
+
+__all__ = ["Cluster", "NodeRecord", "PodEntry", "kubelet_config_from_nrt", "placement_of"]
+
+FINGERPRINT_ATTRIBUTE = "nodeTopologyPodsFingerprint"
+
+
+@dataclass
+class PodEntry:
+    """A pod the cluster knows on a node: its placement, and whether the node's report shows it yet."""
+
+    pod: Pod
+    placement: Placement | None
+    assumed: bool  # reserved by us, not yet confirmed bound
+    since: float  # when it was reserved or first seen
+    reflected: bool = False  # the node's last report already counts it
+
+
+@dataclass
+class NodeRecord:
+    """Everything known about one node."""
+
+    spec: NodeSpec
+    model: KubeletNode | None = None
+    nrt: NodeResourceTopology | None = None
+    report_time: float | None = None
+    pods: dict[str, PodEntry] = field(default_factory=dict)
+    requested: dict[str, int] = field(default_factory=dict)
+    broken: str = ""  # why the node's topology data is unusable; the node is then unschedulable
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return self.spec.name
+
+    @property
+    def policy(self) -> str:
+        """The node's Topology Manager policy ("none" without topology data)."""
+        return self.model.config.topology_manager_policy if self.model else "none"
+
+    @property
+    def scope(self) -> str:
+        """The node's Topology Manager scope."""
+        return self.model.config.topology_manager_scope if self.model else "container"
+
+
+def kubelet_config_from_nrt(nrt: NodeResourceTopology, machine: Machine, labels: Mapping[str, str]) -> KubeletConfig:
+    """The kubelet configuration a report implies, for a replica of that node.
+
+    Policy and scope come from the report's attributes (else the deprecated
+    ``topologyPolicies``, else the node label ``toposched.io/numa-policy``). The CPU manager is
+    taken as ``static`` unless the report says ``cpuManagerPolicy: none`` (a NUMA policy is
+    meaningless without it); the memory manager is ``Static`` only when the report says so.
+    CPUs and memory that the report shows as capacity but not allocatable are the reserved ones.
+    """
+    from toposched.scheduler.intent import node_topology_policy
+
+    node_policy = node_topology_policy(nrt, labels)
+    attrs = nrt.attributes
+    cpu_policy = attrs.get("cpuManagerPolicy", "static")
+    memory_policy = attrs.get("memoryManagerPolicy", "None")
+    reserved: set[int] = set()
+    reserved_memory: dict[int, dict[str, int]] = {}
+    zones = numa_zone_resources(nrt)
+    for numa_id, resources in zones.items():
+        cpu = resources.get("cpu")
+        if cpu is not None:
+            held = (cpu.capacity - cpu.allocatable) // 1000
+            reserved.update(machine.numa(numa_id).cpus.first(held))
+        memory = resources.get("memory")
+        if memory is not None and memory.capacity > memory.allocatable:
+            reserved_memory[numa_id] = {"memory": memory.capacity - memory.allocatable}
+    if memory_policy == "Static" and not reserved_memory:
+        memory_policy = "None"  # the kubelet refuses Static without reserved memory; the report cannot be that node's
+    return KubeletConfig(
+        topology_manager_policy=node_policy.policy,
+        topology_manager_scope=node_policy.scope,
+        cpu_manager_policy=cpu_policy if cpu_policy in ("none", "static") else "static",
+        reserved_system_cpus=CPUSet(reserved) if reserved else None,
+        memory_manager_policy=memory_policy,
+        reserved_memory=reserved_memory if memory_policy == "Static" else {},
+        system_reserved={"memory": sum(r["memory"] for r in reserved_memory.values())} if memory_policy == "Static" else {},
+        eviction_memory=0 if memory_policy == "Static" else 100 * 2**20,
+    )
+
+
+def placement_of(node: str, admission: Admission, pod: Pod) -> Placement:
+    """The Placement that a replica's admission amounts to."""
+    containers = {}
+    for c in pod.all_containers:
+        got = admission.containers.get(c.name)
+        if got is None:
+            continue
+        numa = set(got.memory)
+        if got.cpuset or got.memory or got.devices:
+            numa.update(got.hint.numa_nodes or ())
+        containers[c.name] = ContainerPlacement(
+            cpuset=got.cpuset,
+            numa_nodes=frozenset(numa),
+            memory=got.memory,
+            devices={r: tuple(sorted(ids)) for r, ids in got.devices.items()},
+            cpu_millis=c.request("cpu"),
+        )
+    return Placement(node, admission.numa_nodes(), containers)
+
+
+class Cluster:
+    """Nodes, reports, pods and in-flight placements; the single source the scheduler reads.
+
+    ``on_change`` is called with a node name after anything about that node changed (the
+    scheduler's vector table uses it to refresh one row). ``reflect_timeout`` is how long
+    after a placement a report is taken to include it when no pods fingerprint says so.
+    """
+
+    def __init__(self, *, reflect_timeout: float = 120.0, on_change: Callable[[str], None] | None = None):
+        self.nodes: dict[str, NodeRecord] = {}
+        self.pod_node: dict[str, str] = {}
+        self.reflect_timeout = reflect_timeout
+        self._listeners: list[Callable[[str], None]] = [on_change] if on_change else []
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(node_name)`` after every change to a node (also for added and removed nodes)."""
+        self._listeners.append(listener)
+
+    def _changed(self, name: str) -> None:
+        for listener in self._listeners:
+            listener(name)
+
+    # ---- nodes -----------------------------------------------------------------------------------
+
+    def set_node(
+        self,
+        spec: NodeSpec,
+        *,
+        machine: Machine | None = None,
+        kubelet_config: KubeletConfig | None = None,
+        device_plugins: Mapping[str, Iterable[tuple[str, Iterable[int] | None]]] | None = None,
+    ) -> NodeRecord:
+        """Add or update a node. With ``machine`` the node's hardware and kubelet are known directly.
+
+        Updating a node keeps its pods and replica unless new hardware is given.
+        """
+        record = self.nodes.get(spec.name)
+        if record is None:
+            record = self.nodes[spec.name] = NodeRecord(spec)
+        else:
+            record.spec = spec
+        if machine is not None:
+            record.model = KubeletNode(machine, kubelet_config, device_plugins=device_plugins, name=spec.name,
+                                       merge=fast_merge_hints)
+            self._replay(record)
+        self._changed(spec.name)
+        return record
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node and the pods on it."""
+        record = self.nodes.pop(name, None)
+        if record is not None:
+            for uid in record.pods:
+                self.pod_node.pop(uid, None)
+            self._changed(name)
+
+    def update_report(self, nrt: NodeResourceTopology, now: float) -> None:
+        """Take a node's new NodeResourceTopology report.
+
+        The first usable report of a node without known hardware builds its replica (hardware
+        does not change between reports). A report that cannot describe a machine marks the
+        node broken (unschedulable, reason kept) without touching any other node.
+        """
+        record = self.nodes.get(nrt.name)
+        if record is None:
+            record = self.nodes[nrt.name] = NodeRecord(NodeSpec(nrt.name))
+        record.nrt, record.report_time, record.broken = nrt, now, ""
+        if record.model is None:
+            try:
+                machine = machine_from_nrt(nrt)
+                config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
+                plugins = _device_plugins(machine)
+                record.model = KubeletNode(machine, config, device_plugins=plugins, name=nrt.name, merge=fast_merge_hints)
+                self._replay(record)
+            except InputError as err:
+                record.model, record.broken = None, str(err)
+        fingerprint = nrt.attributes.get(FINGERPRINT_ATTRIBUTE)
+        if fingerprint is not None and fingerprint == self.pods_fingerprint(record.name):
+            for entry in record.pods.values():
+                entry.reflected = not entry.assumed
+        for entry in record.pods.values():
+            if not entry.assumed and now - entry.since >= self.reflect_timeout:
+                entry.reflected = True
+        self._changed(record.name)
+
+    def pods_fingerprint(self, node: str) -> str:
+        """The pods fingerprint node-feature-discovery would publish for the pods known on ``node``."""
+        from toposched.scheduler.fingerprint import pods_fingerprint
+
+        record = self.nodes[node]
+        return pods_fingerprint((e.pod.namespace, e.pod.name) for e in record.pods.values() if not e.assumed)
+
+    def _replay(self, record: NodeRecord) -> None:
+        """Re-admit the node's known pods into a fresh replica, oldest first."""
+        for entry in sorted(record.pods.values(), key=lambda e: e.since):
+            admission = record.model.admit(entry.pod)  # type: ignore[union-attr]
+            if admission.admitted:
+                entry.placement = placement_of(record.name, admission, entry.pod)
+
+    # ---- pods ------------------------------------------------------------------------------------
+
+    def assume(self, pod: Pod, node: str, now: float) -> tuple[Admission | None, Placement | None]:
+        """Reserve: put ``pod`` on ``node`` in the ledger and the replica; returns the replica's answer.
+
+        Without topology data the pod is recorded at node level only (placement with no NUMA
+        share). A replica that refuses the pod changes nothing; its admission is returned.
+        """
+        record = self._record(node)
+        uid = _uid(pod)
+        if uid in self.pod_node:
+            raise InputError(f"pod is already on node {self.pod_node[uid]}", field="pod", source=f"pod {pod.key}")
+        admission, placement = None, Placement(node)
+        if record.model is not None:
+            admission = record.model.admit(pod)
+            if not admission.admitted:
+                return admission, None
+            placement = placement_of(node, admission, pod)
+        record.pods[uid] = PodEntry(pod, placement, assumed=True, since=now)
+        self.pod_node[uid] = node
+        add_resources(record.requested, pod.effective_requests())
+        record.requested["pods"] = record.requested.get("pods", 0) + 1
+        self._changed(node)
+        return admission, placement
+
+    def confirm(self, pod: Pod | str, now: float) -> None:
+        """The pod's binding succeeded: from now on the next report may reflect it."""
+        uid = pod if isinstance(pod, str) else _uid(pod)
+        node = self.pod_node.get(uid)
+        if node is not None:
+            entry = self.nodes[node].pods[uid]
+            entry.assumed, entry.since = False, now
+
+    def forget(self, pod: Pod | str) -> None:
+        """Unreserve or delete: the pod leaves its node; its node returns to the exact prior state."""
+        uid = pod if isinstance(pod, str) else _uid(pod)
+        node = self.pod_node.pop(uid, None)
+        if node is None:
+            return
+        record = self.nodes[node]
+        entry = record.pods.pop(uid)
+        if record.model is not None:
+            record.model.release(uid)
+        for resource, value in entry.pod.effective_requests().items():
+            record.requested[resource] -= value
+        record.requested["pods"] -= 1
+        record.requested = {k: v for k, v in record.requested.items() if v}
+        self._changed(node)
+
+    def add_bound_pod(self, pod: Pod, node: str, now: float) -> Placement | None:
+        """A pod already bound to ``node`` (by us before a restart, or by another scheduler).
+
+        It is admitted into the replica like the kubelet admitted it, and counted as reflected
+        by reports once ``reflect_timeout`` has passed.
+        """
+        uid = _uid(pod)
+        if self.pod_node.get(uid) == node:
+            return self.nodes[node].pods[uid].placement
+        self.forget(uid)
+        record = self._record(node)
+        placement: Placement | None = Placement(node)
+        if record.model is not None:
+            admission = record.model.admit(pod)
+            placement = placement_of(node, admission, pod) if admission.admitted else None
+        record.pods[uid] = PodEntry(pod, placement, assumed=False, since=now)
+        self.pod_node[uid] = node
+        add_resources(record.requested, pod.effective_requests())
+        record.requested["pods"] = record.requested.get("pods", 0) + 1
+        self._changed(node)
+        return placement
+
+    def _record(self, node: str) -> NodeRecord:
+        try:
+            return self.nodes[node]
+        except KeyError:
+            raise InputError(f"no node named {node!r}", field="node") from None
+
+    # ---- what a node can still give ------------------------------------------------------------
+
+    def zone_available(self, node: str) -> dict[int, dict[str, int]]:
+        """Per NUMA zone and resource, what the node can still give (the smaller of replica and report)."""
+        record = self.nodes[node]
+        if record.model is None:
+            return {}
+        available = record.model.available()
+        if record.nrt is None:
+            return available
+        reported = {n: {k: r.available for k, r in res.items()} for n, res in numa_zone_resources(record.nrt).items()}
+        pending = self._unreflected_usage(record)
+        for numa_id, resources in available.items():
+            report = reported.get(numa_id)
+            if report is None:
+                continue
+            for name, value in resources.items():
+                if name in report:
+                    resources[name] = max(0, min(value, report[name] - pending.get(numa_id, {}).get(name, 0)))
+        return available
+
+    def _unreflected_usage(self, record: NodeRecord) -> dict[int, dict[str, int]]:
+        """What placements the last report does not show yet take from each zone."""
+        usage: dict[int, dict[str, int]] = {}
+        machine = record.model.machine if record.model else None
+        for entry in record.pods.values():
+            if entry.reflected or entry.placement is None or machine is None:
+                continue
+            for c in entry.placement.containers.values():
+                for cpu in c.cpuset:
+                    zone = usage.setdefault(machine.cpu(cpu).numa_id, {})
+                    zone["cpu"] = zone.get("cpu", 0) + 1000
+                for numa_id, resources in c.memory.items():
+                    zone = usage.setdefault(numa_id, {})
+                    for name, value in resources.items():
+                        zone[name] = zone.get(name, 0) + value
+                for resource, ids in c.devices.items():
+                    for device_id in ids:
+                        numa = _device_numa(record.model, resource, device_id)  # type: ignore[arg-type]
+                        if numa is not None:
+                            zone = usage.setdefault(numa, {})
+                            zone[resource] = zone.get(resource, 0) + 1
+        return usage
+
+
+def _uid(pod: Pod) -> str:
+    return pod.uid or pod.key
+
+
+def _device_plugins(machine: Machine) -> dict[str, list[tuple[str, list[int] | None]]]:
+    """Device resources of a machine built from a report: each device carries its resource name."""
+    out: dict[str, list[tuple[str, list[int] | None]]] = {}
+    for d in machine.devices:
+        resource = d.attributes.get("resource")
+        if resource:
+            out.setdefault(resource, []).append((d.address, None if d.numa_id is None else [d.numa_id]))
+    return out
+
+
+def _device_numa(model: KubeletNode, resource: str, device_id: str) -> int | None:
+    topology = model.devices.state.devices.get(resource, {}).get(device_id)
+    if topology is None or len(topology) != 1:
+        return None
+    return next(iter(topology))

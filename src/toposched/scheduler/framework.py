@@ -1,0 +1,113 @@
+"""The scheduling framework's shape: plugins per extension point, a per-cycle state, profiles.
+
+A plugin is an object with a ``name`` and any of these methods (each extension point is one
+small method, as in kube-scheduler's framework):
+
+* ``pre_filter(state, pod) -> Status`` — once per cycle; may store data in ``state``.
+* ``filter(state, pod, node: NodeRecord) -> Status`` — one node, the reference semantics.
+* ``filter_all(state, pod, table) -> (ok: bool[rows], reason: str)`` — optional vector form:
+  the same verdict for every row at once (a necessary condition is allowed when the plugin's
+  ``exact(...)`` confirms the chosen node, see NUMAAlignment).
+* ``score(state, pod, node) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``.
+* ``reserve(state, pod, node) -> Status`` / ``unreserve(state, pod, node)``.
+
+Scores are 0..100 (``MAX_NODE_SCORE``) before the profile's weight is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toposched.errors import InputError
+
+__all__ = ["MAX_NODE_SCORE", "CycleState", "Profile", "Registry", "registry"]
+
+MAX_NODE_SCORE = 100
+
+
+class CycleState(dict):
+    """Data plugins share within one scheduling cycle (keyed by plugin name)."""
+
+
+PluginFactory = Callable[[Mapping[str, Any]], Any]
+
+
+class Registry:
+    """Plugins by name: a factory taking the plugin's args, and the extension points it implements."""
+
+    _POINTS = {
+        "preFilter": "pre_filter",
+        "filter": "filter",
+        "preScore": "pre_score",
+        "score": "score",
+        "reserve": "reserve",
+        "preBind": "pre_bind",
+        "bind": "bind",
+    }
+
+    def __init__(self) -> None:
+        self._factories: dict[str, tuple[PluginFactory, type]] = {}
+
+    def register(self, cls: type, factory: PluginFactory | None = None) -> type:
+        """Register a plugin class under its ``name`` (usable as a class decorator)."""
+        self._factories[cls.name] = (factory or (lambda args: cls(args)), cls)
+        return cls
+
+    def names(self) -> list[str]:
+        """Registered plugin names, sorted."""
+        return sorted(self._factories)
+
+    def points(self, name: str) -> set[str]:
+        """The extension points (upstream's names: "filter", "score", ...) a plugin implements."""
+        _, cls = self._factories[name]
+        return {point for point, method in self._POINTS.items() if getattr(cls, method, None) is not None}
+
+    def known(self) -> dict[str, set[str]]:
+        """Every plugin with its extension points."""
+        return {name: self.points(name) for name in self._factories}
+
+    def create(self, name: str, args: Mapping[str, Any] | None = None) -> Any:
+        """A plugin instance; unknown names raise InputError."""
+        if name not in self._factories:
+            raise InputError(f"unknown plugin {name!r}; known: {', '.join(self.names())}", field="plugins")
+        return self._factories[name][0](args or {})
+
+
+registry = Registry()
+
+
+@dataclass
+class Profile:
+    """A scheduler profile: plugin instances per extension point, and score weights."""
+
+    name: str
+    filters: list[Any] = field(default_factory=list)
+    scores: list[tuple[Any, int]] = field(default_factory=list)
+    reserves: list[Any] = field(default_factory=list)
+    pre_filters: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, name: str, *, filters: list[str], scores: list[tuple[str, int]],
+              args: Mapping[str, Mapping[str, Any]] | None = None, reg: Registry = registry) -> "Profile":
+        """Instantiate the named plugins once each; a plugin listed at several points is one object."""
+        args = args or {}
+        made: dict[str, Any] = {}
+
+        def get(plugin: str) -> Any:
+            if plugin not in made:
+                made[plugin] = reg.create(plugin, args.get(plugin))
+            return made[plugin]
+
+        profile = cls(name)
+        for plugin in filters:
+            profile.filters.append(get(plugin))
+        for plugin, weight in scores:
+            profile.scores.append((get(plugin), weight))
+        for plugin in made.values():
+            if getattr(plugin, "pre_filter", None) is not None:
+                profile.pre_filters.append(plugin)
+            if getattr(plugin, "reserve", None) is not None:
+                profile.reserves.append(plugin)
+        return profile

@@ -1,0 +1,199 @@
+"""kube-scheduler's node plugins toposched needs, with upstream's reasons and scoring.
+
+NodeUnschedulable, TaintToleration, NodeAffinity (``nodeSelector``) and NodeResourcesFit
+(Filter; Score with LeastAllocated / MostAllocated / BalancedAllocation). Each has a per-node
+form (the reference) and a vector form over the :class:`NodeTable` that gives the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from toposched.errors import InputError
+from toposched.scheduler.cluster import NodeRecord
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.nodes import untolerated_taint
+from toposched.scheduler.status import Status
+from toposched.scheduler.table import NodeTable
+from toposched.workload import Pod
+
+__all__ = ["NodeAffinity", "NodeResourcesFit", "NodeUnschedulable", "TaintToleration"]
+
+# Upstream's defaults for a container that requests nothing, used only when scoring.
+_NON_ZERO = {"cpu": 100, "memory": 200 * 2**20}
+
+
+@registry.register
+class NodeUnschedulable:
+    """Cordoned nodes (``spec.unschedulable``) and nodes whose topology report is unusable take no pods."""
+
+    name = "NodeUnschedulable"
+    reason = "node(s) were unschedulable"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        if node.broken:
+            return Status.unresolvable(f"node's topology report is unusable: {node.broken}", plugin=self.name)
+        if node.spec.unschedulable:
+            return Status.unresolvable(self.reason, plugin=self.name)
+        return Status.success()
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+        return table.view("schedulable") & table.view("live"), self.reason
+
+
+@registry.register
+class TaintToleration:
+    """A node with a NoSchedule/NoExecute taint the pod does not tolerate is filtered out."""
+
+    name = "TaintToleration"
+    reason = "node(s) had untolerated taint"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        taint = untolerated_taint(node.spec, pod)
+        if taint is None:
+            return Status.success()
+        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", plugin=self.name)
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+        ok = np.ones(table.size, dtype=bool)
+        for row, name in enumerate(table.names):
+            record = table.cluster.nodes.get(name)
+            if record is not None and record.spec.taints and untolerated_taint(record.spec, pod) is not None:
+                ok[row] = False
+        return ok, self.reason
+
+
+@registry.register
+class NodeAffinity:
+    """The pod's ``nodeSelector`` must match the node's labels."""
+
+    name = "NodeAffinity"
+    reason = "node(s) didn't match Pod's node affinity/selector"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        if all(node.spec.labels.get(k) == v for k, v in pod.node_selector.items()):
+            return Status.success()
+        return Status.unresolvable(self.reason, plugin=self.name)
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+        if not pod.node_selector:
+            return np.ones(table.size, dtype=bool), self.reason
+        ok = np.zeros(table.size, dtype=bool)
+        for row, name in enumerate(table.names):
+            record = table.cluster.nodes.get(name)
+            ok[row] = record is not None and all(record.spec.labels.get(k) == v for k, v in pod.node_selector.items())
+        return ok, self.reason
+
+
+STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
+
+
+@registry.register
+class NodeResourcesFit:
+    """Requests against allocatable (Filter) and how full the node would be (Score).
+
+    Args (upstream NodeResourcesFitArgs): ``scoringStrategy: {type, resources: [{name, weight}]}``;
+    type LeastAllocated (default, spreads), MostAllocated (packs) or BalancedAllocation.
+    """
+
+    name = "NodeResourcesFit"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        strategy = (args or {}).get("scoringStrategy") or {}
+        self.strategy = strategy.get("type", "LeastAllocated")
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"unknown scoring strategy {self.strategy!r}", field="NodeResourcesFit.scoringStrategy.type")
+        resources = strategy.get("resources") or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        self.weights = {}
+        for i, r in enumerate(resources):
+            weight = r.get("weight", 1)
+            if not isinstance(weight, int) or weight <= 0:
+                raise InputError(f"weight {weight!r} must be a positive integer",
+                                 field=f"NodeResourcesFit.scoringStrategy.resources[{i}].weight")
+            self.weights[str(r["name"])] = weight
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        requests = pod.effective_requests()
+        state[self.name] = {k: v for k, v in requests.items() if v > 0}
+        return Status.success()
+
+    def _requests(self, state: CycleState, pod: Pod) -> dict[str, int]:
+        if self.name not in state:
+            self.pre_filter(state, pod)
+        return state[self.name]
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})
+        reasons = []
+        if node.requested.get("pods", 0) + 1 > allocatable.get("pods", 110):
+            reasons.append("Too many pods")
+        for resource, want in sorted(self._requests(state, pod).items()):
+            if node.requested.get(resource, 0) + want > allocatable.get(resource, 0):
+                reasons.append(f"Insufficient {resource}")
+        return Status.unschedulable(*reasons, plugin=self.name) if reasons else Status.success()
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+        alloc, used = table.view("alloc"), table.view("used")
+        pods = table.resource_column("pods")
+        alloc_pods = np.where(alloc[:, pods] > 0, alloc[:, pods], 110)
+        ok = used[:, pods] + 1 <= alloc_pods
+        short = []
+        for resource, want in self._requests(state, pod).items():
+            col = table.resource_column(resource)
+            alloc, used = table.view("alloc"), table.view("used")
+            fits = used[:, col] + want <= alloc[:, col]
+            if not fits.all():
+                short.append(resource)
+            ok &= fits
+        return ok, "Insufficient " + ", ".join(sorted(short)) if short else "Too many pods"
+
+    def _fractions(self, requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(allocatable > 0, np.minimum(requested / np.maximum(allocatable, 1), 1.0), 1.0)
+
+    def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        requests = self._requests(state, pod)
+        names = list(self.weights)
+        alloc = np.stack([table.view("alloc")[rows, table.resource_column(r)] for r in names], axis=1).astype(float)
+        used = np.stack([table.view("used")[rows, table.resource_column(r)] for r in names], axis=1).astype(float)
+        want = np.array([requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in names], dtype=float)
+        frac = self._fractions(used + want, alloc)
+        weights = np.array([self.weights[r] for r in names], dtype=float)
+        if self.strategy == "BalancedAllocation":
+            score = (1.0 - frac.std(axis=1)) * MAX_NODE_SCORE
+        elif self.strategy == "MostAllocated":
+            score = (frac * weights).sum(axis=1) / weights.sum() * MAX_NODE_SCORE
+        else:
+            score = ((1.0 - frac) * weights).sum(axis=1) / weights.sum() * MAX_NODE_SCORE
+        return score.astype(np.int64)
+
+    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
+        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
+
+
+class NodeResourcesBalancedAllocation(NodeResourcesFit):
+    """Score only: how evenly the pod leaves cpu and memory used (upstream's plugin of that name)."""
+
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        resources = (args or {}).get("resources") or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        super().__init__({"scoringStrategy": {"type": "BalancedAllocation", "resources": resources}})
+
+    filter = None  # type: ignore[assignment]
+    filter_all = None  # type: ignore[assignment]
+
+
+registry.register(NodeResourcesBalancedAllocation)

@@ -1,0 +1,239 @@
+"""NUMAAlignment and NUMAScore: toposched's own topology plugins.
+
+NUMAAlignment decides whether the node's kubelet (or the toposched agent) can give the pod
+what its NUMA policy demands. Its vector form is a necessary condition computed over every
+node's per-zone free resources (a container must fit one zone under ``single-numa-node``; the
+pod must fit the node's zones under ``restricted``). The exact answer comes from the node's
+kubelet replica: the scheduling cycle confirms its chosen node by admitting the pod there (see
+:class:`~toposched.scheduler.scheduler.Scheduler`), and the per-node ``filter`` used by
+``explain`` does the same admission on trial and gives it back.
+
+NUMAScore prefers nodes where the pod needs the fewest NUMA zones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from toposched.scheduler.cluster import NodeRecord, placement_of
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.intent import effective_policy, node_topology_policy, pod_intent
+from toposched.scheduler.status import Status
+from toposched.scheduler.table import POLICY_CODES, NodeTable
+from toposched.workload import GUARANTEED, Container, Pod
+
+__all__ = ["AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request"]
+
+_SINGLE = POLICY_CODES["single-numa-node"]
+_RESTRICTED = POLICY_CODES["restricted"]
+
+
+class AlignedRequest:
+    """What of a pod the kubelet pins to NUMA nodes: exclusive CPUs, memory/hugepages, devices.
+
+    CPUs count only for Guaranteed containers with whole CPUs (the static CPU manager's rule),
+    memory and hugepages only for Guaranteed pods (the Static memory manager's rule); device
+    resources (names with a "/") always. ``containers`` holds one request per container in
+    admission order; ``pod`` the pod-scope request.
+    """
+
+    def __init__(self, pod: Pod) -> None:
+        self.guaranteed = pod.qos_class == GUARANTEED
+        self.containers = [self._of(c) for c in pod.all_containers]
+        self.containers = [c for c in self.containers if c]
+        self.pod = self._of_requests(pod.effective_requests())
+        self.policy = ""
+
+    def _of(self, container: Container) -> dict[str, int]:
+        return self._of_requests(container.requests)
+
+    def _of_requests(self, requests: Mapping[str, int]) -> dict[str, int]:
+        out = {}
+        for name, value in requests.items():
+            if value <= 0:
+                continue
+            if name == "cpu":
+                if self.guaranteed and value % 1000 == 0:
+                    out[name] = value
+            elif name == "memory" or name.startswith("hugepages-"):
+                if self.guaranteed:
+                    out[name] = value
+            elif "/" in name:
+                out[name] = value
+        return out
+
+
+def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
+    """The pod's aligned request, computed once per cycle."""
+    request = state.get("AlignedRequest")
+    if request is None:
+        request = state["AlignedRequest"] = AlignedRequest(pod)
+    return request
+
+
+def _fits_one_zone(table: NodeTable, request: Mapping[str, int], cpu_static: np.ndarray,
+                   mem_static: np.ndarray) -> np.ndarray:
+    """Per row: some zone holds the whole request (resources the node does not align are ignored)."""
+    zfree, zvalid = table.view("zfree"), table.view("zvalid")
+    ok = zvalid.copy()
+    for name, want in request.items():
+        col = table.zone_column(name)
+        zfree = table.view("zfree")
+        fits = zfree[:, :, col] >= want
+        if name == "cpu":
+            fits |= ~cpu_static[:, None]
+        elif name == "memory" or name.startswith("hugepages-"):
+            fits |= ~mem_static[:, None]
+        ok &= fits
+    return ok.any(axis=1)
+
+
+def _fits_zones(table: NodeTable, request: Mapping[str, int], cpu_static: np.ndarray, mem_static: np.ndarray) -> np.ndarray:
+    """Per row: the node's zones together hold the request."""
+    ok = np.ones(table.size, dtype=bool)
+    for name, want in request.items():
+        col = table.zone_column(name)
+        total = table.view("zfree")[:, :, col].sum(axis=1)
+        fits = total >= want
+        if name == "cpu":
+            fits |= ~cpu_static
+        elif name == "memory" or name.startswith("hugepages-"):
+            fits |= ~mem_static
+        ok &= fits
+    return ok
+
+
+@registry.register
+class NUMAAlignment:
+    """The node's kubelet will admit the pod with the NUMA alignment its policy (or the pod's) demands."""
+
+    name = "NUMAAlignment"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        state["PodIntent"] = pod_intent(pod)
+        aligned_request(state, pod)
+        return Status.success()
+
+    def _intent(self, state: CycleState, pod: Pod) -> Any:
+        if "PodIntent" not in state:
+            self.pre_filter(state, pod)
+        return state["PodIntent"]
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """Exact: the node's replica admits the pod (on trial) and the result meets the pod's policy."""
+        intent = self._intent(state, pod)
+        if node.model is None:
+            return Status.success()  # a node without topology data: nothing to align with
+        policy, refusal = effective_policy(intent, node_topology_policy(node.nrt, node.spec.labels)
+                                           if node.nrt is not None else _node_policy(node))
+        if refusal is not None:
+            return refusal.with_plugin(self.name)
+        table_ok = self._zones_allow(state, pod, node, policy)
+        if table_ok is not None:
+            return table_ok
+        admission = node.model.admit(pod)
+        if not admission.admitted:
+            return Status.unschedulable(f"kubelet would reject: {admission.reason}: {admission.message}", plugin=self.name)
+        try:
+            placement = placement_of(node.name, admission, pod)
+        finally:
+            node.model.release(pod.uid or pod.key)
+        if policy == "single-numa-node" and any(len(c.numa_nodes) > 1 for c in placement.containers.values()):
+            return Status.unschedulable("cannot align the pod on one NUMA node", plugin=self.name)
+        return Status.success()
+
+    def _zones_allow(self, state: CycleState, pod: Pod, node: NodeRecord, policy: str) -> Status | None:
+        """The necessary condition on the corrected zone availability, for one node."""
+        request = aligned_request(state, pod)
+        cluster = state.get("cluster")
+        if cluster is None or node.name not in cluster.nodes:
+            return None
+        zones = cluster.zone_available(node.name)
+        cpu_static, mem_static = node.model.cpu is not None, node.model.memory is not None  # type: ignore[union-attr]
+        wanted = request.containers if node.scope == "container" else [request.pod]
+        for want in wanted:
+            relevant = {k: v for k, v in want.items()
+                        if not (k == "cpu" and not cpu_static) and not ((k == "memory" or k.startswith("hugepages-")) and not mem_static)}
+            if policy == "single-numa-node" and relevant and not any(
+                    all(zone.get(k, 0) >= v for k, v in relevant.items()) for zone in zones.values()):
+                return Status.unschedulable(f"cannot align {', '.join(sorted(relevant))} on one NUMA node", plugin=self.name)
+        return None
+
+    def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Any) -> Status:
+        """After Reserve: a pod asking for single-numa-node got it even where the node's kubelet does not insist."""
+        intent = self._intent(state, pod)
+        if intent.numa_policy == "single-numa-node" and any(len(c.numa_nodes) > 1 for c in placement.containers.values()):
+            return Status.unschedulable("cannot align the pod on one NUMA node", plugin=self.name)
+        return Status.success()
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+        """Necessary condition on every node at once; the chosen node is confirmed exactly at Reserve."""
+        intent = self._intent(state, pod)
+        request = aligned_request(state, pod)
+        node_policy = table.view("policy")
+        pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
+        topology = table.view("topology")
+        ok = np.ones(table.size, dtype=bool)
+        if pod_code:
+            ok &= (node_policy == 0) | (node_policy == pod_code) | ~topology
+        effective = np.where(node_policy > 0, node_policy, pod_code)
+        if not request.pod:
+            return ok, "pod's NUMA policy conflicts with the node's"
+        cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
+        single = topology & (effective == _SINGLE)
+        if single.any():
+            pod_scope = table.view("pod_scope")
+            fits = _fits_one_zone(table, request.pod, cpu_static, mem_static)
+            container_fits = np.ones(table.size, dtype=bool)
+            for want in request.containers:
+                container_fits &= _fits_one_zone(table, want, cpu_static, mem_static)
+            ok &= ~single | np.where(pod_scope, fits, container_fits)
+        restricted = topology & (effective == _RESTRICTED)
+        if restricted.any():
+            ok &= ~restricted | _fits_zones(table, request.pod, cpu_static, mem_static)
+        return ok, f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
+
+
+def _node_policy(node: NodeRecord) -> Any:
+    from toposched.scheduler.intent import NodePolicy
+
+    return NodePolicy(node.policy, node.scope, "kubelet")
+
+
+@registry.register
+class NUMAScore:
+    """Prefer the node where the pod's aligned request needs the fewest NUMA zones.
+
+    Score = 100 for one zone, falling linearly to 0 at ``max_zones``; nodes without topology
+    data score 0 for pods with an aligned request (nothing there keeps them aligned), and every
+    node scores 0 for pods without one (this plugin then has no opinion).
+    """
+
+    name = "NUMAScore"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        request = aligned_request(state, pod)
+        if not request.pod:
+            return np.zeros(len(rows), dtype=np.int64)
+        zfree = table.view("zfree")[rows]
+        needed = np.ones(len(rows), dtype=np.int64)
+        for name, want in request.pod.items():
+            free = -np.sort(-zfree[:, :, table.zone_column(name)], axis=1)
+            covered = np.cumsum(free, axis=1) >= want
+            count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
+            needed = np.maximum(needed, count)
+        zones = table.max_zones
+        score = (zones - needed) * MAX_NODE_SCORE // max(1, zones - 1)
+        return np.where(table.view("topology")[rows], score, 0).astype(np.int64)
+
+    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
+        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])

@@ -1,0 +1,196 @@
+"""The scheduling cycle: PreFilter, Filter over every node, Score, then Reserve with exact placement.
+
+Filters and scores run over the whole :class:`NodeTable` at once where a plugin has a vector
+form, node by node otherwise. The best-scored feasible nodes are then confirmed exactly, best
+first: Reserve admits the pod into the node's kubelet replica (which decides the exact CPUs,
+memory per NUMA node and devices) and plugins with a ``confirm`` hook check the result. The
+first node that takes the pod is the decision; a node that refuses is counted with its reason.
+
+Nothing here binds: the caller (simulator, extender, standalone scheduler) performs the
+:class:`Decision` and then calls :meth:`Scheduler.bound` or :meth:`Scheduler.unreserve`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from toposched.errors import InputError
+from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.framework import CycleState, Profile
+from toposched.scheduler.placement import Placement
+from toposched.scheduler.status import Code, Status
+from toposched.scheduler.table import NodeTable
+from toposched.workload import Pod
+
+__all__ = ["Decision", "Scheduler"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one scheduling cycle for one pod."""
+
+    pod: str
+    node: str | None
+    placement: Placement | None
+    status: Status
+    reasons: dict[str, int] = field(default_factory=dict)  # reason -> number of nodes it filtered
+    nodes: int = 0
+
+    @property
+    def message(self) -> str:
+        """kube-scheduler's FitError wording: "0/5000 nodes are available: 4990 Insufficient cpu, ...".
+
+        Reasons are listed by node count, largest first, then alphabetically.
+        """
+        if self.node is not None:
+            return f"scheduled on {self.node}"
+        if self.status.code == Code.ERROR or not self.reasons:
+            return self.status.message or f"0/{self.nodes} nodes are available"
+        parts = ", ".join(f"{n} {r}" for r, n in sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"0/{self.nodes} nodes are available: {parts}."
+
+
+class Scheduler:
+    """One profile scheduling pods onto a :class:`Cluster`."""
+
+    def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64) -> None:
+        self.cluster = cluster
+        self.profile = profile
+        self.table = NodeTable(cluster)
+        self.max_exact_attempts = max_exact_attempts
+
+    def _state(self, pod: Pod) -> tuple[CycleState, Status]:
+        state = CycleState(cluster=self.cluster)
+        for plugin in self.profile.pre_filters:
+            try:
+                status = plugin.pre_filter(state, pod)
+            except InputError as err:
+                return state, Status.unresolvable(str(err), plugin=plugin.name)
+            if not status.is_success:
+                return state, status.with_plugin(plugin.name)
+        return state, Status.success()
+
+    def schedule(self, pod: Pod, now: float) -> Decision:
+        """Find a node for ``pod`` and reserve its exact placement there, or say why none fits.
+
+        A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; the
+        cluster is unchanged and other pods keep being scheduled.
+        """
+        state, status = self._state(pod)
+        self.table.refresh()
+        live = int(self.table.view("live").sum())
+        if not status.is_success:
+            return Decision(pod.key, None, None, status, {status.message: live}, live)
+        ok = self.table.view("live").copy()
+        reasons: Counter[str] = Counter()
+        for plugin in self.profile.filters:
+            before = ok.copy()
+            if getattr(plugin, "filter_all", None) is not None:
+                mask, reason = plugin.filter_all(state, pod, self.table)
+                ok &= mask
+                dropped = int((before & ~ok).sum())
+                if dropped:
+                    reasons[reason] += dropped
+            else:
+                for row in np.flatnonzero(ok):
+                    verdict = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
+                    if not verdict.is_success:
+                        ok[row] = False
+                        reasons[verdict.message or verdict.code.label] += 1
+        rows = np.flatnonzero(ok)
+        if len(rows):
+            total = np.zeros(len(rows), dtype=np.int64)
+            for plugin, weight in self.profile.scores:
+                total += weight * self._scores(plugin, state, pod, rows)
+            order = rows[np.lexsort((rows, -total))]
+            for row in order[: self.max_exact_attempts]:
+                name = self.table.names[row]
+                verdict = self._reserve(state, pod, name, now)
+                if verdict is None:
+                    placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
+                    return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
+                reasons[verdict] += 1
+        return Decision(pod.key, None, None, Status.unschedulable("no node fits", plugin="Scheduler"), dict(reasons), live)
+
+    def _scores(self, plugin: Any, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        if getattr(plugin, "score_all", None) is not None:
+            return np.asarray(plugin.score_all(state, pod, self.table, rows), dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.int64)
+        for i, row in enumerate(rows):
+            out[i] = plugin.score(state, pod, self.cluster.nodes[self.table.names[row]], self.table)
+        return out
+
+    def _reserve(self, state: CycleState, pod: Pod, node: str, now: float) -> str | None:
+        """Reserve on ``node``; None on success, else the reason the node refused."""
+        admission, placement = self.cluster.assume(pod, node, now)
+        if placement is None:
+            return f"kubelet would reject: {admission.reason}" if admission else "node refused the pod"
+        record = self.cluster.nodes[node]
+        for plugin in self.profile.filters + [p for p, _ in self.profile.scores]:
+            confirm = getattr(plugin, "confirm", None)
+            if confirm is None:
+                continue
+            verdict = confirm(state, pod, record, placement)
+            if not verdict.is_success:
+                self.cluster.forget(pod)
+                return verdict.message
+        for plugin in self.profile.reserves:
+            verdict = plugin.reserve(state, pod, record)
+            if not verdict.is_success:
+                self.cluster.forget(pod)
+                return verdict.message
+        return None
+
+    def bound(self, pod: Pod, now: float) -> None:
+        """The binding went through: the placement stays, and reports may now reflect it."""
+        self.cluster.confirm(pod, now)
+
+    def unreserve(self, pod: Pod) -> None:
+        """The binding failed or was abandoned: give the placement back exactly."""
+        self.cluster.forget(pod)
+
+    def explain(self, pod: Pod) -> dict[str, Any]:
+        """Every node's verdict for ``pod``, plugin by plugin, without changing anything.
+
+        Returns ``{"pod", "nodes": [{"name", "filter": {"code", "message"}, "score",
+        "plugins": {name: raw score}}], "selected", "placement"}``; the node and placement are
+        what :meth:`schedule` would choose (computed on trial and given back).
+        """
+        state, status = self._state(pod)
+        self.table.refresh()
+        nodes = []
+        for name in self.table.names:
+            record = self.cluster.nodes.get(name)
+            if record is None:
+                continue
+            verdict = status
+            if status.is_success:
+                for plugin in self.profile.filters:
+                    verdict = plugin.filter(state, pod, record)
+                    if not verdict.is_success:
+                        break
+            entry: dict[str, Any] = {"name": name, "filter": {"code": verdict.code.label, "message": verdict.message},
+                                     "score": None, "plugins": {}}
+            if verdict.is_success:
+                row = np.array([self.table.index[name]])
+                total = 0
+                for plugin, weight in self.profile.scores:
+                    raw = int(self._scores(plugin, state, pod, row)[0])
+                    entry["plugins"][plugin.name] = raw
+                    total += weight * raw
+                entry["score"] = total
+            nodes.append(entry)
+        decision = self.schedule(pod, now=0.0)
+        if decision.node is not None:
+            self.unreserve(pod)
+        return {
+            "pod": pod.key,
+            "nodes": nodes,
+            "selected": decision.node,
+            "placement": decision.placement.to_dict() if decision.placement else None,
+            "message": decision.message,
+        }

@@ -1,0 +1,146 @@
+"""``NodeTable``: the cluster as NumPy arrays, so filters and scores run over every node at once.
+
+Rows are nodes, in the order they were first seen. Node-level columns hold allocatable and
+requested per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
+give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
+A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
+keeping the table current is proportional to what changed, not to the cluster's size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toposched.scheduler.cluster import Cluster
+
+__all__ = ["POLICY_CODES", "NodeTable"]
+
+POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
+
+
+class NodeTable:
+    """Vectorised node state kept in step with a :class:`Cluster`."""
+
+    def __init__(self, cluster: Cluster, *, max_zones: int = 8) -> None:
+        self.cluster = cluster
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.resources: list[str] = ["cpu", "memory", "pods"]
+        self.zone_resources: list[str] = ["cpu", "memory"]
+        self.max_zones = max_zones
+        self._capacity = 0
+        self._alloc = np.zeros((0, 3), dtype=np.int64)
+        self._used = np.zeros((0, 3), dtype=np.int64)
+        self._zfree = np.zeros((0, max_zones, 2), dtype=np.int64)
+        self._zvalid = np.zeros((0, max_zones), dtype=bool)
+        self._policy = np.zeros(0, dtype=np.int8)
+        self._pod_scope = np.zeros(0, dtype=bool)
+        self._cpu_static = np.zeros(0, dtype=bool)
+        self._mem_static = np.zeros(0, dtype=bool)
+        self._topology = np.zeros(0, dtype=bool)
+        self._schedulable = np.zeros(0, dtype=bool)
+        self._live = np.zeros(0, dtype=bool)
+        self._dirty: set[str] = set(cluster.nodes)
+        cluster.subscribe(self._dirty.add)
+
+    # ---- views (length = number of rows) ---------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of rows (nodes ever seen; removed nodes stay as dead rows)."""
+        return len(self.names)
+
+    def view(self, name: str) -> np.ndarray:
+        """One of the arrays, trimmed to the live row count (``alloc``, ``used``, ``zfree``, ...)."""
+        return getattr(self, "_" + name)[: self.size]
+
+    def resource_column(self, resource: str) -> int:
+        """The node-level column of a resource, adding the column if it is new."""
+        if resource not in self.resources:
+            self.resources.append(resource)
+            self._alloc = _grow_cols(self._alloc, 1)
+            self._used = _grow_cols(self._used, 1)
+            self._dirty.update(self.names)
+        return self.resources.index(resource)
+
+    def zone_column(self, resource: str) -> int:
+        """The zone-level column of a resource, adding it if it is new."""
+        if resource not in self.zone_resources:
+            self.zone_resources.append(resource)
+            pad = np.zeros(self._zfree.shape[:2] + (1,), dtype=np.int64)
+            self._zfree = np.concatenate([self._zfree, pad], axis=2)
+            self._dirty.update(self.names)
+        return self.zone_resources.index(resource)
+
+    # ---- refresh ---------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring every dirty row up to date with the cluster."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        for name in sorted(dirty):
+            self._refresh_row(name)
+        if self._dirty:  # new columns appeared while refreshing: fill them for every row
+            self.refresh()
+
+    def _row(self, name: str) -> int:
+        row = self.index.get(name)
+        if row is None:
+            row = len(self.names)
+            if row >= self._capacity:
+                self._grow(max(64, 2 * self._capacity))
+            self.names.append(name)
+            self.index[name] = row
+        return row
+
+    def _grow(self, capacity: int) -> None:
+        extra = capacity - self._capacity
+        self._alloc = np.concatenate([self._alloc, np.zeros((extra, self._alloc.shape[1]), np.int64)])
+        self._used = np.concatenate([self._used, np.zeros((extra, self._used.shape[1]), np.int64)])
+        self._zfree = np.concatenate([self._zfree, np.zeros((extra,) + self._zfree.shape[1:], np.int64)])
+        self._zvalid = np.concatenate([self._zvalid, np.zeros((extra, self.max_zones), bool)])
+        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.zeros(extra, old.dtype)]))
+        self._capacity = capacity
+
+    def _refresh_row(self, name: str) -> None:
+        record = self.cluster.nodes.get(name)
+        if record is None:
+            if name in self.index:
+                row = self.index[name]
+                self._live[row] = self._schedulable[row] = False
+            return
+        row = self._row(name)
+        self._live[row] = True
+        self._alloc[row] = 0
+        self._used[row] = 0
+        for resource, value in record.spec.allocatable.items():
+            self._alloc[row, self.resource_column(resource)] = value
+        for resource, value in record.requested.items():
+            self._used[row, self.resource_column(resource)] = value
+        model = record.model
+        self._schedulable[row] = not record.spec.unschedulable and not record.broken
+        self._topology[row] = model is not None
+        self._zvalid[row] = False
+        self._zfree[row] = 0
+        if model is None:
+            self._policy[row] = 0
+            return
+        self._policy[row] = POLICY_CODES[record.policy]
+        self._pod_scope[row] = record.scope == "pod"
+        self._cpu_static[row] = model.cpu is not None
+        self._mem_static[row] = model.memory is not None
+        if not record.spec.allocatable:  # a node known only by its report: the replica's allocatable
+            for resource, value in model.allocatable.items():
+                self._alloc[row, self.resource_column(resource)] = value
+        zones = self.cluster.zone_available(name)
+        for slot, numa_id in enumerate(sorted(zones)[: self.max_zones]):
+            self._zvalid[row, slot] = True
+            for resource, value in zones[numa_id].items():
+                self._zfree[row, slot, self.zone_column(resource)] = value
+
+
+def _grow_cols(array: np.ndarray, extra: int) -> np.ndarray:
+    return np.concatenate([array, np.zeros((array.shape[0], extra), dtype=array.dtype)], axis=1)
