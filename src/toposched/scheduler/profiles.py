@@ -1,0 +1,987 @@
+"""Scheduler profiles read from a ``KubeSchedulerConfiguration`` (``kubescheduler.config.k8s.io/v1``).
+
+Pure data and validation: the file is decoded strictly (an unknown field is an error, as in
+kube-scheduler), defaulted as upstream's ``SetDefaults_KubeSchedulerConfiguration`` and
+``mergePlugins`` do, expanded as the framework's ``expandMultiPointPlugins`` does and checked
+against the plugins toposched registers. The result is one :class:`ProfileConfig` per profile:
+for every extension point the plugins that run there, in order, with score weights and the
+plugins' parsed args.
+
+Our plugin registry replaces upstream's: ``known_plugins`` maps each plugin we have to the
+extension points it implements. Upstream's default plugins (``multiPoint`` defaults of v1) take
+part only where we implement them; the others are dropped without a word, so a file written for
+kube-scheduler that relies on defaults still loads. A plugin a file names explicitly must exist.
+See ``docs/scheduler/profiles.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from toposched.errors import InputError
+from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs, ResourceSpec
+
+__all__ = [
+    "API_VERSION",
+    "BUILTIN_PROFILES",
+    "DEFAULT_ARGS_PARSERS",
+    "DEFAULT_SCHEDULER_NAME",
+    "EXTENSION_POINTS",
+    "FitScoringStrategy",
+    "KIND",
+    "LEAST_ALLOCATED",
+    "MOST_ALLOCATED",
+    "MULTI_POINT",
+    "NodeResourcesBalancedAllocationArgs",
+    "NodeResourcesFitArgs",
+    "PluginRef",
+    "ProfileConfig",
+    "REMOVED_PLUGINS",
+    "REQUESTED_TO_CAPACITY_RATIO",
+    "SchedulerConfig",
+    "UNMODELLED_POINTS",
+    "UPSTREAM_DEFAULT_PLUGINS",
+    "UtilizationShapePoint",
+    "builtin_profile",
+    "load_scheduler_config",
+    "merge_plugin_set",
+]
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+#: The extension points a profile configures, in the order the framework runs them.
+EXTENSION_POINTS = (
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+)
+MULTI_POINT = "multiPoint"
+#: kube-scheduler's queue-side points. toposched is handed one pod at a time and has no queue,
+#: so these sets are decoded (a malformed one is still an error) and then ignored.
+UNMODELLED_POINTS = ("preEnqueue", "queueSort")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRef:
+    """A plugin enabled at an extension point, with its score weight.
+
+    ``weight`` is ``None`` when not set. In a :class:`ProfileConfig` the refs at ``score``
+    always carry their resolved weight (unset means 1) and the refs elsewhere carry ``None``:
+    kube-scheduler uses weights only when scoring.
+    """
+
+    name: str
+    weight: int | None = None
+
+
+#: kube-scheduler v1's default plugins (``getDefaultPlugins``, all under ``multiPoint``) with the
+#: ``DynamicResourceAllocation`` gate on, its default since Kubernetes 1.34.
+UPSTREAM_DEFAULT_PLUGINS = (
+    PluginRef("SchedulingGates"),
+    PluginRef("PrioritySort"),
+    PluginRef("NodeUnschedulable"),
+    PluginRef("NodeName"),
+    PluginRef("TaintToleration", 3),
+    PluginRef("NodeAffinity", 2),
+    PluginRef("NodePorts"),
+    PluginRef("NodeResourcesFit", 1),
+    PluginRef("VolumeRestrictions"),
+    PluginRef("NodeVolumeLimits"),
+    PluginRef("VolumeBinding"),
+    PluginRef("VolumeZone"),
+    PluginRef("PodTopologySpread", 2),
+    PluginRef("InterPodAffinity", 2),
+    PluginRef("DynamicResources"),
+    PluginRef("DefaultPreemption"),
+    PluginRef("NodeResourcesBalancedAllocation", 1),
+    PluginRef("ImageLocality", 1),
+    PluginRef("DefaultBinder"),
+)
+_UPSTREAM_DEFAULT_NAMES = frozenset(ref.name for ref in UPSTREAM_DEFAULT_PLUGINS)
+#: Plugins kube-scheduler refuses in a v1 file (validation's ``invalidPluginsByVersion``).
+REMOVED_PLUGINS = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
+
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_TEXT_SOURCE = "<KubeSchedulerConfiguration>"
+
+_CONFIG_FIELDS = (
+    "apiVersion",
+    "kind",
+    "parallelism",
+    "leaderElection",
+    "clientConnection",
+    "enableProfiling",
+    "enableContentionProfiling",
+    "percentageOfNodesToScore",
+    "percentageOfPlacementsToScore",
+    "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds",
+    "profiles",
+    "extenders",
+    "delayCacheUntilActive",
+)
+_PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "percentageOfPlacementsToScore", "plugins", "pluginConfig")
+
+
+# --------------------------------------------------------------------------------------------
+# The decoded configuration
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileConfig:
+    """One scheduling profile, defaulted, expanded and validated.
+
+    ``plugins`` has every name of :data:`EXTENSION_POINTS` as a key (an unused point maps to
+    ``()``); ``plugin_args`` holds, for each enabled plugin that has args, its parsed args (the
+    object the plugin's parser returned, defaults included) or, for a plugin without a parser,
+    a read-only copy of the mapping given. ``percentage_of_nodes_to_score`` is the profile's
+    value, else the configuration's, else 0 (upstream's adaptive sampling).
+    """
+
+    scheduler_name: str
+    plugins: Mapping[str, tuple[PluginRef, ...]]
+    plugin_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    percentage_of_nodes_to_score: int = 0
+
+    def enabled(self, point: str) -> tuple[str, ...]:
+        """The plugins that run at ``point``, in order. Raises ``KeyError`` for an unknown point."""
+        return tuple(ref.name for ref in self.plugins[point])
+
+    def score_weight(self, plugin: str) -> int:
+        """The weight ``plugin``'s normalized score is multiplied by; ``KeyError`` if it does not score."""
+        for ref in self.plugins["score"]:
+            if ref.name == plugin:
+                return ref.weight if ref.weight is not None else 1
+        raise KeyError(plugin)
+
+    def args(self, plugin: str) -> Any | None:
+        """``plugin``'s parsed args, or ``None`` when it has none."""
+        return self.plugin_args.get(plugin)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """All profiles of one KubeSchedulerConfiguration, in file order, scheduler names unique."""
+
+    profiles: tuple[ProfileConfig, ...]
+    source: str = _TEXT_SOURCE
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The profiles' scheduler names, in file order."""
+        return tuple(p.scheduler_name for p in self.profiles)
+
+    def profile(self, scheduler_name: str) -> ProfileConfig:
+        """The profile a pod with ``spec.schedulerName == scheduler_name`` is scheduled with.
+
+        Raises :class:`InputError` naming the configuration and the names it has.
+        """
+        for p in self.profiles:
+            if p.scheduler_name == scheduler_name:
+                return p
+        raise InputError(
+            f'no profile has schedulerName "{scheduler_name}" (profiles: {", ".join(self.scheduler_names)})',
+            field="profiles",
+            source=self.source,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Small strict decoders (each raises InputError naming the field path)
+
+
+def _fail(message: str, path: str | None) -> InputError:
+    return InputError(message, field=path or None)
+
+
+def _join(path: str, child: str | None) -> str:
+    if not child:
+        return path
+    if not path:
+        return child
+    return f"{path}{child}" if child.startswith("[") else f"{path}.{child}"
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(f"expected an object, got {_kind(value)}", path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(f"expected a list, got {_kind(value)}", path)
+    return value
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(f"expected a string, got {_kind(value)}", path)
+    return value
+
+
+def _integer(value: Any, path: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"expected an integer, got {_kind(value)}", path)
+    if not low <= value <= high:
+        raise _fail(f"Invalid value: {value}: does not fit in [{low}, {high}]", path)
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        return f'string "{value}"'
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _check_fields(obj: Mapping[str, Any], known: Sequence[str], path: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise _fail(f'unknown field "{key}"', _join(path, str(key)))
+
+
+def _type_meta(obj: Mapping[str, Any], kind: str, path: str) -> None:
+    """Check an args object's optional ``apiVersion``/``kind``."""
+    version = obj.get("apiVersion")
+    if version is not None and version != API_VERSION:
+        raise _fail(f'apiVersion "{version}" is not {API_VERSION}', _join(path, "apiVersion"))
+    given = obj.get("kind")
+    if given is not None and given != kind:
+        raise _fail(f'kind "{given}" is not {kind}', _join(path, "kind"))
+
+
+# --------------------------------------------------------------------------------------------
+# Qualified names (apimachinery's IsQualifiedName / IsDNS1123Subdomain)
+
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_RULE = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
+)
+
+
+def _qualified_name_problems(value: str) -> list[str]:
+    """What is wrong with ``value`` as a label key / qualified name; empty when it is valid."""
+    parts = value.split("/")
+    problems: list[str] = []
+    if len(parts) > 2:
+        return [
+            f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
+            "(e.g. 'example.com/MyName')"
+        ]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                problems.append("prefix part must be no more than 253 characters")
+            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+                problems.append(
+                    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric character"
+                )
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.fullmatch(name):
+        problems.append(f"name part {_QUALIFIED_NAME_RULE}")
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# NodeResourcesFitArgs and NodeResourcesBalancedAllocationArgs (upstream's in-tree arg types)
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+_FIT_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+_MAX_RESOURCE_WEIGHT = 100
+_MAX_UTILIZATION = 100
+_MAX_CUSTOM_PRIORITY_SCORE = 10
+_DEFAULT_RESOURCES = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationShapePoint:
+    """One point of RequestedToCapacityRatio's piecewise-linear shape: utilization % -> score 0..10."""
+
+    utilization: int
+    score: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitScoringStrategy:
+    """NodeResourcesFit's ``scoringStrategy``.
+
+    ``requested_to_capacity_ratio`` is the shape of ``requestedToCapacityRatio`` (``None`` when
+    that object is absent, ``()`` when it is present without points).
+    """
+
+    type: str = LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
+    requested_to_capacity_ratio: tuple[UtilizationShapePoint, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourcesFitArgs:
+    """Upstream's ``NodeResourcesFitArgs``, defaulted; ``NodeResourcesFitArgs()`` is upstream's default.
+
+    Constructing one validates it as ``ValidateNodeResourcesFitArgs`` does and raises
+    :class:`InputError` naming the field (relative to the args object) on the first problem.
+    """
+
+    ignored_resources: tuple[str, ...] = ()
+    ignored_resource_groups: tuple[str, ...] = ()
+    scoring_strategy: FitScoringStrategy | None = field(default_factory=FitScoringStrategy)
+
+    def __post_init__(self) -> None:
+        _validate_fit_args(self)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> "NodeResourcesFitArgs":
+        """Decode (strictly), default (``SetDefaults_NodeResourcesFitArgs``) and validate the args object.
+
+        ``None`` gives the defaults: LeastAllocated with cpu and memory weighing 1. A resource
+        weight of 0 or left out becomes 1. Raises :class:`InputError` naming ``source`` and the
+        field.
+        """
+        try:
+            return _decode_fit_args(obj)
+        except InputError as err:
+            raise err.with_source(source or "NodeResourcesFitArgs") from None
+
+
+def _validate_fit_args(args: NodeResourcesFitArgs) -> None:
+    for i, name in enumerate(args.ignored_resources):
+        problems = _qualified_name_problems(name)
+        if problems:
+            raise _fail(f'Invalid value: "{name}": {"; ".join(problems)}', f"ignoredResources[{i}]")
+    for i, group in enumerate(args.ignored_resource_groups):
+        problems = ["resource group name can't contain '/'"] if "/" in group else []
+        problems += _qualified_name_problems(group)
+        if problems:
+            raise _fail(f'Invalid value: "{group}": {"; ".join(problems)}', f"ignoredResourceGroups[{i}]")
+    strategy = args.scoring_strategy
+    if strategy is None:
+        raise _fail("Required value: ScoringStrategy field is required", "scoringStrategy")
+    if strategy.type not in _FIT_STRATEGY_TYPES:
+        supported = ", ".join(f'"{t}"' for t in sorted(_FIT_STRATEGY_TYPES))
+        raise _fail(
+            f'Unsupported value: "{strategy.type}": supported values: {supported}', "scoringStrategy.type"
+        )
+    for i, resource in enumerate(strategy.resources):
+        if not 0 < resource.weight <= _MAX_RESOURCE_WEIGHT:
+            raise _fail(
+                f"Invalid value: {resource.weight}: resource weight of {resource.name} not in valid range "
+                f"(0, {_MAX_RESOURCE_WEIGHT}]",
+                f"scoringStrategy.resources[{i}].weight",
+            )
+    ratio_path = "scoringStrategy.requestedToCapacityRatio"
+    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        if strategy.requested_to_capacity_ratio is None:
+            raise _fail("Required value: must be specified when type is RequestedToCapacityRatio", ratio_path)
+        _validate_shape(strategy.requested_to_capacity_ratio, f"{ratio_path}.shape")
+    elif strategy.requested_to_capacity_ratio is not None:
+        raise _fail("Forbidden: must be nil when type is not RequestedToCapacityRatio", ratio_path)
+
+
+def _validate_shape(shape: tuple[UtilizationShapePoint, ...], path: str) -> None:
+    """Upstream's ``validateFunctionShape``: at least one point, utilization strictly rising in [0, 100],
+    scores in [0, 10]."""
+    if not shape:
+        raise _fail("Required value: at least one point must be specified", path)
+    for i in range(1, len(shape)):
+        if shape[i - 1].utilization >= shape[i].utilization:
+            raise _fail(
+                f"Invalid value: {shape[i].utilization}: utilization values must be sorted in increasing order",
+                f"{path}[{i}].utilization",
+            )
+    for i, point in enumerate(shape):
+        if not 0 <= point.utilization <= _MAX_UTILIZATION:
+            raise _fail(
+                f"Invalid value: {point.utilization}: not in valid range [0, {_MAX_UTILIZATION}]",
+                f"{path}[{i}].utilization",
+            )
+        if not 0 <= point.score <= _MAX_CUSTOM_PRIORITY_SCORE:
+            raise _fail(
+                f"Invalid value: {point.score}: not in valid range [0, {_MAX_CUSTOM_PRIORITY_SCORE}]",
+                f"{path}[{i}].score",
+            )
+
+
+def _string_list(value: Any, path: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return tuple(_string(item, f"{path}[{i}]") for i, item in enumerate(_list(value, path)))
+
+
+def _resource_specs(value: Any, path: str) -> tuple[ResourceSpec, ...]:
+    """``resources`` as upstream defaults them: empty means cpu and memory, a weight of 0 means 1."""
+    specs = []
+    for i, item in enumerate(_list(value, path) if value is not None else []):
+        where = f"{path}[{i}]"
+        item = _mapping(item, where)
+        _check_fields(item, ("name", "weight"), where)
+        name = _string(item.get("name", ""), f"{where}.name")
+        weight = item.get("weight")
+        weight = 0 if weight is None else _integer(weight, f"{where}.weight", _INT64_MIN, _INT64_MAX)
+        specs.append(ResourceSpec(name, weight or 1))
+    return tuple(specs) or _DEFAULT_RESOURCES
+
+
+def _decode_fit_args(obj: Mapping[str, Any] | None) -> NodeResourcesFitArgs:
+    if obj is None:
+        return NodeResourcesFitArgs()
+    obj = _mapping(obj, "")
+    _check_fields(obj, ("apiVersion", "kind", "ignoredResources", "ignoredResourceGroups", "scoringStrategy"), "")
+    _type_meta(obj, "NodeResourcesFitArgs", "")
+    ignored = _string_list(obj.get("ignoredResources"), "ignoredResources")
+    groups = _string_list(obj.get("ignoredResourceGroups"), "ignoredResourceGroups")
+    raw = obj.get("scoringStrategy")
+    if raw is None:
+        return NodeResourcesFitArgs(ignored, groups)
+    raw = _mapping(raw, "scoringStrategy")
+    _check_fields(raw, ("type", "resources", "requestedToCapacityRatio"), "scoringStrategy")
+    kind = _string(raw.get("type") or "", "scoringStrategy.type")
+    resources_ = _resource_specs(raw.get("resources"), "scoringStrategy.resources")
+    shape = None
+    ratio = raw.get("requestedToCapacityRatio")
+    if ratio is not None:
+        where = "scoringStrategy.requestedToCapacityRatio"
+        ratio = _mapping(ratio, where)
+        _check_fields(ratio, ("shape",), where)
+        points = []
+        raw_shape = ratio.get("shape")
+        for i, point in enumerate(_list(raw_shape, f"{where}.shape") if raw_shape is not None else []):
+            at = f"{where}.shape[{i}]"
+            point = _mapping(point, at)
+            _check_fields(point, ("utilization", "score"), at)
+            points.append(
+                UtilizationShapePoint(
+                    _integer(point.get("utilization", 0), f"{at}.utilization", -(2**31), _INT32_MAX),
+                    _integer(point.get("score", 0), f"{at}.score", -(2**31), _INT32_MAX),
+                )
+            )
+        shape = tuple(points)
+    return NodeResourcesFitArgs(ignored, groups, FitScoringStrategy(kind, resources_, shape))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourcesBalancedAllocationArgs:
+    """Upstream's ``NodeResourcesBalancedAllocationArgs``: the resources balanced, each weighing exactly 1.
+
+    Constructing one validates it as ``ValidateNodeResourcesBalancedAllocationArgs`` does (no
+    resource twice, every weight 1) and raises :class:`InputError` on the first problem.
+    """
+
+    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for i, resource in enumerate(self.resources):
+            if resource.name in seen:
+                raise _fail(f'Duplicate value: "{resource.name}"', f"resources[{i}].name")
+            seen.add(resource.name)
+            if resource.weight != 1:
+                raise _fail(f"Invalid value: {resource.weight}: must be 1", f"resources[{i}].weight")
+
+    @classmethod
+    def from_dict(
+        cls, obj: Mapping[str, Any] | None, source: str | None = None
+    ) -> "NodeResourcesBalancedAllocationArgs":
+        """Decode (strictly), default (empty means cpu and memory, weight 0 means 1) and validate."""
+        try:
+            if obj is None:
+                return cls()
+            obj = _mapping(obj, "")
+            _check_fields(obj, ("apiVersion", "kind", "resources"), "")
+            _type_meta(obj, "NodeResourcesBalancedAllocationArgs", "")
+            return cls(_resource_specs(obj.get("resources"), "resources"))
+        except InputError as err:
+            raise err.with_source(source or "NodeResourcesBalancedAllocationArgs") from None
+
+
+#: The args parsers used unless ``load_scheduler_config`` is given others for the same name.
+DEFAULT_ARGS_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType(
+    {
+        "NodeResourcesFit": NodeResourcesFitArgs.from_dict,
+        "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocationArgs.from_dict,
+        "NodeResourceTopologyMatch": NodeResourceTopologyMatchArgs.from_dict,
+    }
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Plugin sets: upstream's mergePluginSet and expandMultiPointPlugins
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A plugin as configured, with where in the file it came from (``None``: upstream's defaults)."""
+
+    ref: PluginRef
+    path: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+
+def _merge(defaults: Sequence[_Entry], enabled: Sequence[_Entry], disabled: set[str]) -> list[_Entry]:
+    if "*" in disabled:
+        return list(enabled)
+    last_index = {entry.name: i for i, entry in enumerate(enabled)}
+    replaced: set[int] = set()
+    merged: list[_Entry] = []
+    for default in defaults:
+        if default.name in disabled:
+            continue
+        i = last_index.get(default.name)
+        if i is None:
+            merged.append(default)
+        else:
+            # A default re-configured by the user takes the user's entry, in the default's place.
+            merged.append(enabled[i])
+            replaced.add(i)
+    merged.extend(entry for i, entry in enumerate(enabled) if i not in replaced)
+    return merged
+
+
+def merge_plugin_set(
+    defaults: Sequence[PluginRef], enabled: Sequence[PluginRef], disabled: Iterable[str]
+) -> tuple[PluginRef, ...]:
+    """Upstream's ``mergePluginSet``: the enabled list of one plugin set after defaults are merged in.
+
+    Defaults come first, minus the disabled ones (all of them for ``"*"``); a default the user
+    enables again is replaced in place by the user's entry (its last one); the user's other
+    entries follow in their order, repeats included (they are refused later, per point).
+    """
+    merged = _merge([_Entry(r) for r in defaults], [_Entry(r) for r in enabled], set(disabled))
+    return tuple(entry.ref for entry in merged)
+
+
+def _expand(
+    point: str,
+    specific: Sequence[_Entry],
+    disabled: set[str],
+    multi_point: Sequence[_Entry],
+    registry: Mapping[str, frozenset[str]],
+) -> list[_Entry]:
+    """Upstream's ``expandMultiPointPlugins`` for one point: the point's own plugins that also come
+    through multiPoint first (in the point's order), then the other multiPoint plugins that
+    implement the point and are not disabled there, then the point's remaining plugins."""
+    if "*" in disabled:
+        return list(specific)
+    specific_names = {entry.name for entry in specific}
+    overridden: set[str] = set()
+    from_multi: list[_Entry] = []
+    for entry in multi_point:
+        if point not in registry[entry.name] or entry.name in disabled:
+            continue
+        if entry.name in specific_names:
+            overridden.add(entry.name)
+            continue
+        from_multi.append(entry)
+    first = [e for e in specific if e.name in overridden]
+    rest = [e for e in specific if e.name not in overridden]
+    return first + from_multi + rest
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the file
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key repeated in one mapping (kube-scheduler decodes strictly)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+        except TypeError:
+            repeated = False
+        if repeated:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'key "{key}" appears twice in one object', key_node.start_mark
+            )
+        try:
+            seen.add(key)
+        except TypeError:
+            pass
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read(path_or_text: str | os.PathLike[str], source: str | None) -> tuple[str, str]:
+    """The text and the name errors use: a path object, or a one-line string, names a file."""
+    is_path = isinstance(path_or_text, os.PathLike) or (
+        isinstance(path_or_text, str)
+        and path_or_text.strip() != ""
+        and "\n" not in path_or_text
+        and not path_or_text.lstrip().startswith("{")
+    )
+    if not is_path:
+        return str(path_or_text), source or _TEXT_SOURCE
+    path = Path(path_or_text)
+    where = source or str(path)
+    try:
+        return path.read_text(encoding="utf-8"), where
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", source=where) from None
+    except OSError as err:
+        raise InputError(f"cannot read the file: {err.strerror or err}", source=where) from None
+
+
+def _parse_yaml(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise InputError(f"not valid YAML: {err.problem}{where}") from None
+    except yaml.YAMLError as err:
+        raise InputError(f"not valid YAML: {err}") from None
+
+
+def _check_registry(known_plugins: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    registry = {}
+    for name, points in known_plugins.items():
+        points = frozenset(points)
+        unknown = points - set(EXTENSION_POINTS)
+        if unknown:
+            raise ValueError(f"plugin {name} is registered at unknown extension points {sorted(unknown)}")
+        registry[name] = points
+    return registry
+
+
+def load_scheduler_config(
+    path_or_text: str | os.PathLike[str],
+    *,
+    known_plugins: Mapping[str, Iterable[str]],
+    args_parsers: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+    source: str | None = None,
+) -> SchedulerConfig:
+    """Read a ``kubescheduler.config.k8s.io/v1`` KubeSchedulerConfiguration into its profiles.
+
+    ``path_or_text`` is a path (a ``PathLike``, or a one-line string) or the YAML/JSON text
+    itself; ``source`` overrides the name errors carry (default: the path, or
+    ``<KubeSchedulerConfiguration>`` for text). ``known_plugins`` maps each registered plugin
+    to the extension points it implements (a ``ValueError`` if it names a point not in
+    :data:`EXTENSION_POINTS`). ``args_parsers`` maps a plugin name to a callable turning its
+    ``pluginConfig`` args (a mapping, ``{}`` when none are given) into a parsed object; it is
+    merged over :data:`DEFAULT_ARGS_PARSERS` and a parser signals bad args with an
+    :class:`InputError` whose field is relative to the args object.
+
+    Every problem raises one :class:`InputError` naming the source and the field path, e.g.
+    ``profiles[0].plugins.score.enabled[1].weight``; nothing half-built is returned.
+    """
+    registry = _check_registry(known_plugins)
+    parsers = {**DEFAULT_ARGS_PARSERS, **(args_parsers or {})}
+    text, where = _read(path_or_text, source)
+    try:
+        return _decode_config(_parse_yaml(text), registry, parsers, where)
+    except InputError as err:
+        raise err.with_source(where) from None
+
+
+def _decode_config(
+    doc: Any, registry: Mapping[str, frozenset[str]], parsers: Mapping[str, Callable[..., Any]], where: str
+) -> SchedulerConfig:
+    if doc is None:
+        raise _fail(f"the document is empty; expected a {KIND}", None)
+    if not isinstance(doc, Mapping):
+        raise _fail(f"expected a {KIND} object, got {_kind(doc)}", None)
+    if doc.get("apiVersion") != API_VERSION:
+        given = doc.get("apiVersion")
+        message = "Required value" if given is None else f'"{given}" is not supported'
+        raise _fail(f"{message}: toposched reads {API_VERSION}", "apiVersion")
+    if doc.get("kind") != KIND:
+        given = doc.get("kind")
+        message = "Required value" if given is None else f'"{given}" is not supported'
+        raise _fail(f"{message}: expected {KIND}", "kind")
+    _check_fields(doc, _CONFIG_FIELDS, "")
+    global_percentage = _percentage(doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore")
+
+    raw_profiles = doc.get("profiles")
+    raw_profiles = [] if raw_profiles is None else _list(raw_profiles, "profiles")
+    if not raw_profiles:
+        raw_profiles = [{}]
+    profiles: list[ProfileConfig] = []
+    first_seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_profiles):
+        path = f"profiles[{i}]"
+        raw = _mapping(raw, path)
+        # Upstream names a lone profile without a schedulerName "default-scheduler"; with several
+        # profiles every one must be named.
+        default_name = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
+        profile = _decode_profile(raw, path, default_name, global_percentage, registry, parsers)
+        if profile.scheduler_name in first_seen:
+            raise _fail(
+                f'Duplicate value: "{profile.scheduler_name}" (also profiles[{first_seen[profile.scheduler_name]}])',
+                f"{path}.schedulerName",
+            )
+        first_seen[profile.scheduler_name] = i
+        profiles.append(profile)
+    return SchedulerConfig(tuple(profiles), where)
+
+
+def _percentage(value: Any, path: str) -> int | None:
+    if value is None:
+        return None
+    value = _integer(value, path, -(2**31), _INT32_MAX)
+    if not 0 <= value <= 100:
+        raise _fail(f"Invalid value: {value}: not in valid range [0-100]", path)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _PluginSet:
+    enabled: tuple[_Entry, ...]
+    disabled: tuple[_Entry, ...]
+
+    @property
+    def disabled_names(self) -> set[str]:
+        return {entry.name for entry in self.disabled}
+
+
+def _decode_plugin_set(raw: Any, path: str) -> _PluginSet:
+    if raw is None:
+        return _PluginSet((), ())
+    raw = _mapping(raw, path)
+    _check_fields(raw, ("enabled", "disabled"), path)
+    enabled = []
+    raw_enabled = raw.get("enabled")
+    for j, item in enumerate(_list(raw_enabled, f"{path}.enabled") if raw_enabled is not None else []):
+        at = f"{path}.enabled[{j}]"
+        name, weight = _plugin(item, at)
+        if weight is not None and not 1 <= weight <= _INT32_MAX:
+            raise _fail(
+                f"Invalid value: {weight}: a weight must be in [1, {_INT32_MAX}] (to turn a plugin's "
+                "score off, disable it at score)",
+                f"{at}.weight",
+            )
+        enabled.append(_Entry(PluginRef(name, weight), at))
+    disabled = []
+    raw_disabled = raw.get("disabled")
+    for j, item in enumerate(_list(raw_disabled, f"{path}.disabled") if raw_disabled is not None else []):
+        at = f"{path}.disabled[{j}]"
+        name, _ = _plugin(item, at)
+        disabled.append(_Entry(PluginRef(name), at))
+    return _PluginSet(tuple(enabled), tuple(disabled))
+
+
+def _plugin(item: Any, path: str) -> tuple[str, int | None]:
+    item = _mapping(item, path)
+    _check_fields(item, ("name", "weight"), path)
+    name = _string(item.get("name"), f"{path}.name") if "name" in item else ""
+    if not name:
+        raise _fail("Required value: a plugin needs a name", f"{path}.name")
+    weight = item.get("weight")
+    if weight is not None:
+        weight = _integer(weight, f"{path}.weight", -(2**31), _INT32_MAX)
+    return name, weight
+
+
+def _unknown_plugin(name: str, registry: Mapping[str, frozenset[str]]) -> str:
+    if name in REMOVED_PLUGINS:
+        return f'plugin "{name}" was removed from kube-scheduler and is invalid in {API_VERSION}'
+    if name in _UPSTREAM_DEFAULT_NAMES:
+        return (
+            f'plugin "{name}" is one of kube-scheduler\'s default plugins that toposched does not implement '
+            f"(toposched has: {', '.join(sorted(registry))})"
+        )
+    return f'unknown plugin "{name}" (toposched has: {", ".join(sorted(registry))})'
+
+
+def _decode_profile(
+    raw: Mapping[str, Any],
+    path: str,
+    default_name: str | None,
+    global_percentage: int | None,
+    registry: Mapping[str, frozenset[str]],
+    parsers: Mapping[str, Callable[..., Any]],
+) -> ProfileConfig:
+    _check_fields(raw, _PROFILE_FIELDS, path)
+    name = raw.get("schedulerName")
+    if name is None:
+        name = default_name
+    if name is None or name == "":
+        raise _fail("Required value: every profile needs a schedulerName when there are several", f"{path}.schedulerName")
+    name = _string(name, f"{path}.schedulerName")
+    percentage = _percentage(raw.get("percentageOfNodesToScore"), f"{path}.percentageOfNodesToScore")
+    if percentage is None:
+        percentage = global_percentage if global_percentage is not None else 0
+
+    plugins_path = f"{path}.plugins"
+    raw_plugins = raw.get("plugins")
+    raw_plugins = {} if raw_plugins is None else _mapping(raw_plugins, plugins_path)
+    _check_fields(raw_plugins, (*EXTENSION_POINTS, MULTI_POINT, *UNMODELLED_POINTS), plugins_path)
+    sets = {
+        point: _decode_plugin_set(raw_plugins.get(point), f"{plugins_path}.{point}")
+        for point in (*EXTENSION_POINTS, MULTI_POINT, *UNMODELLED_POINTS)
+    }
+    for point in (*EXTENSION_POINTS, MULTI_POINT):
+        for entry in sets[point].disabled:
+            if entry.name != "*" and entry.name not in registry and entry.name not in _UPSTREAM_DEFAULT_NAMES:
+                raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+
+    # Upstream's defaults that toposched does not implement are dropped here, silently.
+    defaults = [_Entry(ref) for ref in UPSTREAM_DEFAULT_PLUGINS if ref.name in registry]
+    multi_point = _merge(defaults, sets[MULTI_POINT].enabled, sets[MULTI_POINT].disabled_names)
+    seen: set[str] = set()
+    for entry in multi_point:
+        if entry.name not in registry:
+            raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+        if entry.name in seen:
+            raise _fail(f'plugin "{entry.name}" is enabled twice in multiPoint', f"{entry.path}.name")
+        seen.add(entry.name)
+
+    expanded: dict[str, tuple[PluginRef, ...]] = {}
+    for point in EXTENSION_POINTS:
+        specific = sets[point].enabled
+        seen = set()
+        for entry in specific:
+            if entry.name not in registry:
+                raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+            if point not in registry[entry.name]:
+                implements = ", ".join(p for p in EXTENSION_POINTS if p in registry[entry.name]) or "none"
+                raise _fail(
+                    f'plugin "{entry.name}" does not implement {point} (it implements: {implements})',
+                    f"{entry.path}.name",
+                )
+            if entry.name in seen:
+                raise _fail(f'plugin "{entry.name}" is enabled twice at {point}', f"{entry.path}.name")
+            seen.add(entry.name)
+        entries = _expand(point, specific, sets[point].disabled_names, multi_point, registry)
+        if point == "score":
+            expanded[point] = tuple(PluginRef(e.name, e.ref.weight if e.ref.weight is not None else 1) for e in entries)
+        else:
+            expanded[point] = tuple(PluginRef(e.name) for e in entries)
+    if not expanded["bind"]:
+        raise _fail("at least one bind plugin is needed", f"{plugins_path}.bind")
+
+    enabled_names = {ref.name for refs in expanded.values() for ref in refs} | {e.name for e in multi_point}
+    plugin_args = _plugin_config(raw.get("pluginConfig"), path, enabled_names, registry, parsers)
+    return ProfileConfig(name, MappingProxyType(expanded), MappingProxyType(plugin_args), percentage)
+
+
+def _plugin_config(
+    raw: Any,
+    path: str,
+    enabled: set[str],
+    registry: Mapping[str, frozenset[str]],
+    parsers: Mapping[str, Callable[..., Any]],
+) -> dict[str, Any]:
+    """Parse ``pluginConfig``; the result holds args for the enabled plugins only, parsers' defaults
+    included for enabled plugins given no args (upstream appends default args the same way)."""
+    explicit: dict[str, Any] = {}
+    first_seen: dict[str, int] = {}
+    for j, item in enumerate(_list(raw, f"{path}.pluginConfig") if raw is not None else []):
+        at = f"{path}.pluginConfig[{j}]"
+        item = _mapping(item, at)
+        _check_fields(item, ("name", "args"), at)
+        name = _string(item.get("name"), f"{at}.name") if "name" in item else ""
+        if not name:
+            raise _fail("Required value: a pluginConfig entry needs the plugin's name", f"{at}.name")
+        if name in first_seen:
+            raise _fail(f'Duplicate value: "{name}" (also pluginConfig[{first_seen[name]}])', at)
+        first_seen[name] = j
+        args = item.get("args")
+        if args is not None:
+            args = _mapping(args, f"{at}.args")
+        if name not in registry:
+            if name in _UPSTREAM_DEFAULT_NAMES:
+                continue
+            raise _fail(_unknown_plugin(name, registry), f"{at}.name")
+        explicit[name] = _parse_args(name, args, f"{at}.args", parsers)
+    result: dict[str, Any] = {}
+    for name in sorted(enabled):
+        if name in explicit:
+            result[name] = explicit[name]
+        elif name in parsers:
+            result[name] = _parse_args(name, None, f"{path}.pluginConfig", parsers)
+    return result
+
+
+def _parse_args(name: str, args: Mapping[str, Any] | None, path: str, parsers: Mapping[str, Callable[..., Any]]) -> Any:
+    parser = parsers.get(name)
+    if parser is None:
+        return MappingProxyType(copy.deepcopy(dict(args or {})))
+    try:
+        return parser(dict(args or {}))
+    except InputError as err:
+        raise InputError(err.message, field=_join(path, err.field)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in profiles
+
+#: Names of the profiles shipped in ``toposched/data/profiles/<name>.yaml``.
+BUILTIN_PROFILES = ("toposched", "nrt-match", "default")
+
+
+def builtin_profile(
+    name: str,
+    *,
+    known_plugins: Mapping[str, Iterable[str]],
+    args_parsers: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+) -> ProfileConfig:
+    """The built-in profile ``name`` (see :data:`BUILTIN_PROFILES`), read from its shipped file.
+
+    The files are ordinary KubeSchedulerConfigurations checked against ``known_plugins`` like
+    any other; an unknown ``name`` raises :class:`InputError` listing the built-in names.
+    """
+    if name not in BUILTIN_PROFILES:
+        raise InputError(
+            f'no built-in profile "{name}" (built-in: {", ".join(BUILTIN_PROFILES)})',
+            field="profile",
+            source="built-in profiles",
+        )
+    text = (resources.files("toposched") / "data" / "profiles" / f"{name}.yaml").read_text(encoding="utf-8")
+    config = load_scheduler_config(
+        text,
+        known_plugins=known_plugins,
+        args_parsers=args_parsers,
+        source=f"built-in profile {name} (toposched/data/profiles/{name}.yaml)",
+    )
+    return config.profiles[0]
