@@ -115,7 +115,8 @@ SOURCE_DEFAULT = "default"
 
 # The deprecated topologyPolicies values: the six NFD derives (inverted from
 # detect_topology_policy), plus v1alpha1's level-less names, which predate the pod scope and so
-# stand for the kubelet's default scope, container.
+# stand for the kubelet's default scope, container. "SingleNUMANode" is in no enum but is what
+# noderesourcetopology-api's own example instance carries.
 _DEPRECATED_POLICIES: dict[str, tuple[str, str]] = {
     detect_topology_policy(policy, scope): (policy, scope)
     for policy in (POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
@@ -125,6 +126,7 @@ _DEPRECATED_POLICIES.update({
     "None": (POLICY_NONE, SCOPE_CONTAINER),
     "BestEffort": (POLICY_BEST_EFFORT, SCOPE_CONTAINER),
     "Restricted": (POLICY_RESTRICTED, SCOPE_CONTAINER),
+    "SingleNUMANode": (POLICY_SINGLE_NUMA_NODE, SCOPE_CONTAINER),
 })
 _SCOPES = (SCOPE_CONTAINER, SCOPE_POD)
 
