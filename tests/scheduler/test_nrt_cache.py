@@ -587,7 +587,7 @@ def test_exclusive_resources(case):
         (Pod("pod", containers=(Container("cnt", {FPGA: 1}),)), set(), False),
         (Pod("pod", containers=(_gu("cnt", cpu=cpus(4), memory=2 * GI),)), set(), True),
         (Pod("pod", containers=(_gu("cnt", cpu=500, memory=128 * 2**20),)), set(), True),  # memory alone
-        (Pod("pod", containers=(_gu("cnt", cpu=500, memory=0),)), set(), False),  # fractional cpu
+        (Pod("pod", containers=(_gu("cnt", cpu=500, memory=0),)), set(), False),  # half a CPU, not Guaranteed
         (Pod("pod", containers=(_gu("cnt", cpu=cpus(1), memory=GI, **{"hugepages-2Mi": 64 * 2**20}),)), set(), True),
     ],
 )
