@@ -27,6 +27,8 @@ placed in a cache per socket, as upstream's topology discovery does.
 
 from __future__ import annotations
 
+import weakref
+
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +56,10 @@ class CPUAllocationError(ToposchedError):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+
+# Machines are immutable; many nodes share one Machine object, so its topology is computed once.
+_TOPOLOGIES: "weakref.WeakKeyDictionary[Machine, CPUTopology]" = weakref.WeakKeyDictionary()
 
 
 def _popcount(mask: int) -> int:
@@ -97,7 +103,14 @@ class CPUTopology:
 
     @classmethod
     def of(cls, machine: Machine) -> "CPUTopology":
-        """The topology of ``machine``'s online CPUs."""
+        """The topology of ``machine``'s online CPUs (computed once per machine object, which is immutable)."""
+        known = _TOPOLOGIES.get(machine)
+        if known is None:
+            known = _TOPOLOGIES[machine] = cls._build(machine)
+        return known
+
+    @classmethod
+    def _build(cls, machine: Machine) -> "CPUTopology":
         numa: dict[int, int] = {}
         socket: dict[int, int] = {}
         core: dict[int, int] = {}

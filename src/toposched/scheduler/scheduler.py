@@ -12,7 +12,7 @@ Nothing here binds: the caller (simulator, extender, standalone scheduler) perfo
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,11 @@ from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
 __all__ = ["Decision", "Scheduler"]
+
+_FEASIBLE = -1
+_NO_SCORE = np.iinfo(np.int64).min
+# Pod annotations the plugins read: part of a pod's shape for caching.
+_SHAPE_ANNOTATIONS = ("toposched.io/", "scheduling.koordinator.sh/")
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,18 @@ class Decision:
 class Scheduler:
     """One profile scheduling pods onto a :class:`Cluster`."""
 
-    def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64) -> None:
+    def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64, cache_size: int = 512) -> None:
         self.cluster = cluster
         self.profile = profile
         self.table = NodeTable(cluster)
         self.max_exact_attempts = max_exact_attempts
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._reasons: list[str] = []
+        self._reason_ids: dict[str, int] = {}
+        plugins = list(self.profile.filters) + [p for p, _ in self.profile.scores]
+        self._vector_only = all(getattr(p, "filter_all", None) is not None for p in self.profile.filters) and all(
+            getattr(p, "score_all", None) is not None for p, _ in self.profile.scores) and bool(plugins)
 
     def _state(self, pod: Pod) -> tuple[CycleState, Status]:
         state = CycleState(cluster=self.cluster)
@@ -85,36 +97,95 @@ class Scheduler:
         live = int(self.table.view("live").sum())
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        ok = self.table.view("live").copy()
-        reasons: Counter[str] = Counter()
-        for plugin in self.profile.filters:
-            before = ok.copy()
-            if getattr(plugin, "filter_all", None) is not None:
-                mask, reason = plugin.filter_all(state, pod, self.table)
-                ok &= mask
-                dropped = int((before & ~ok).sum())
-                if dropped:
-                    reasons[reason] += dropped
-            else:
-                for row in np.flatnonzero(ok):
-                    verdict = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
-                    if not verdict.is_success:
-                        ok[row] = False
-                        reasons[verdict.message or verdict.code.label] += 1
-        rows = np.flatnonzero(ok)
-        if len(rows):
-            total = np.zeros(len(rows), dtype=np.int64)
-            for plugin, weight in self.profile.scores:
-                total += weight * self._scores(plugin, state, pod, rows)
-            order = rows[np.lexsort((rows, -total))]
-            for row in order[: self.max_exact_attempts]:
-                name = self.table.names[row]
-                verdict = self._reserve(state, pod, name, now)
-                if verdict is None:
-                    placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                    return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
-                reasons[verdict] += 1
+        verdict, total = self._evaluate(state, pod)
+        counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
+        reasons: Counter[str] = Counter({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
+        candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
+        for _ in range(self.max_exact_attempts):
+            row = int(np.argmax(candidates))  # the best score; the lowest row among equals
+            if candidates[row] == _NO_SCORE:
+                break
+            candidates[row] = _NO_SCORE
+            name = self.table.names[row]
+            refused = self._reserve(state, pod, name, now)
+            if refused is None:
+                placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
+                return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
+            reasons[refused] += 1
         return Decision(pod.key, None, None, Status.unschedulable("no node fits", plugin="Scheduler"), dict(reasons), live)
+
+    def _evaluate(self, state: CycleState, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), and its total score.
+
+        Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
+        """
+        size = self.table.size
+        versions = self.table.view("version")
+        key = self._shape(state, pod)
+        cached = self._cache.get(key) if key is not None else None
+        if cached is not None and len(cached[0]) == size:
+            verdict, total, seen = cached
+            rows = np.flatnonzero(seen != versions)
+        else:
+            verdict = np.full(size, _FEASIBLE, dtype=np.int64)
+            total = np.zeros(size, dtype=np.int64)
+            rows = np.arange(size)
+        if len(rows):
+            verdict[rows], total[rows] = self._evaluate_rows(state, pod, rows)
+        if key is not None:
+            self._cache[key] = (verdict, total, versions.copy())
+            self._cache.move_to_end(key)
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return verdict, total
+
+    def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
+        verdict[~self.table.view("live")[rows]] = self._reason_index("node is gone")
+        for plugin in self.profile.filters:
+            pending = np.flatnonzero(verdict == _FEASIBLE)
+            if not len(pending):
+                break
+            if getattr(plugin, "filter_all", None) is not None:
+                mask, reason = plugin.filter_all(state, pod, self.table, rows[pending])
+                verdict[pending[~mask]] = self._reason_index(reason)
+            else:
+                for i in pending:
+                    status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[rows[i]]])
+                    if not status.is_success:
+                        verdict[i] = self._reason_index(status.message or status.code.label)
+        total = np.zeros(len(rows), dtype=np.int64)
+        feasible = np.flatnonzero(verdict == _FEASIBLE)
+        if len(feasible):
+            for plugin, weight in self.profile.scores:
+                total[feasible] += weight * self._scores(plugin, state, pod, rows[feasible])
+        return verdict, total
+
+    def _reason_index(self, reason: str) -> int:
+        index = self._reason_ids.get(reason)
+        if index is None:
+            index = self._reason_ids[reason] = len(self._reasons)
+            self._reasons.append(reason)
+        return index
+
+    def _shape(self, state: CycleState, pod: Pod) -> tuple | None:
+        """What the vector plugins read of a pod; pods of one shape share filter and score results.
+
+        None (no caching) when a plugin only judges node by node: it may read anything.
+        """
+        if not self._vector_only:
+            return None
+        containers = tuple(tuple(sorted(c.requests.items())) for c in pod.all_containers)
+        return (
+            containers,
+            tuple(c.is_sidecar for c in pod.init_containers),
+            len(pod.init_containers),
+            tuple(sorted(pod.overhead.items())),
+            tuple(sorted(pod.node_selector.items())),
+            pod.tolerations,
+            pod.qos_class,
+            tuple(sorted((k, v) for k, v in pod.annotations.items() if k.startswith(_SHAPE_ANNOTATIONS))),
+        )
 
     def _scores(self, plugin: Any, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         if getattr(plugin, "score_all", None) is not None:

@@ -40,8 +40,10 @@ class NodeTable:
         self._topology = np.zeros(0, dtype=bool)
         self._schedulable = np.zeros(0, dtype=bool)
         self._live = np.zeros(0, dtype=bool)
+        self._version = np.zeros(0, dtype=np.int64)  # bumped whenever a row is rebuilt
+        self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
         self._dirty: set[str] = set(cluster.nodes)
-        cluster.subscribe(self._dirty.add)
+        cluster.subscribe(self.mark_dirty)
 
     # ---- views (length = number of rows) ---------------------------------------------------------
 
@@ -72,6 +74,10 @@ class NodeTable:
             self._dirty.update(self.names)
         return self.zone_resources.index(resource)
 
+    def mark_dirty(self, name: str) -> None:
+        """Note that a node changed; its row is rebuilt at the next :meth:`refresh`."""
+        self._dirty.add(name)
+
     # ---- refresh ---------------------------------------------------------------------------------
 
     def refresh(self) -> None:
@@ -100,26 +106,37 @@ class NodeTable:
         self._used = np.concatenate([self._used, np.zeros((extra, self._used.shape[1]), np.int64)])
         self._zfree = np.concatenate([self._zfree, np.zeros((extra,) + self._zfree.shape[1:], np.int64)])
         self._zvalid = np.concatenate([self._zvalid, np.zeros((extra, self.max_zones), bool)])
-        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
+        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_version"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(extra, old.dtype)]))
         self._capacity = capacity
 
     def _refresh_row(self, name: str) -> None:
+        if name in self.index:
+            self._version[self.index[name]] += 1
         record = self.cluster.nodes.get(name)
         if record is None:
             if name in self.index:
                 row = self.index[name]
                 self._live[row] = self._schedulable[row] = False
+                self.tainted.discard(row)
             return
         row = self._row(name)
+        self._version[row] += 1
         self._live[row] = True
+        if any(t.effect != "PreferNoSchedule" for t in record.spec.taints):
+            self.tainted.add(row)
+        else:
+            self.tainted.discard(row)
         self._alloc[row] = 0
         self._used[row] = 0
+        # Resolve columns before indexing: adding a column replaces the arrays.
         for resource, value in record.spec.allocatable.items():
-            self._alloc[row, self.resource_column(resource)] = value
+            col = self.resource_column(resource)
+            self._alloc[row, col] = value
         for resource, value in record.requested.items():
-            self._used[row, self.resource_column(resource)] = value
+            col = self.resource_column(resource)
+            self._used[row, col] = value
         model = record.model
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
@@ -134,12 +151,14 @@ class NodeTable:
         self._mem_static[row] = model.memory is not None
         if not record.spec.allocatable:  # a node known only by its report: the replica's allocatable
             for resource, value in model.allocatable.items():
-                self._alloc[row, self.resource_column(resource)] = value
+                col = self.resource_column(resource)
+                self._alloc[row, col] = value
         zones = self.cluster.zone_available(name)
         for slot, numa_id in enumerate(sorted(zones)[: self.max_zones]):
             self._zvalid[row, slot] = True
             for resource, value in zones[numa_id].items():
-                self._zfree[row, slot, self.zone_column(resource)] = value
+                col = self.zone_column(resource)
+                self._zfree[row, slot, col] = value
 
 
 def _grow_cols(array: np.ndarray, extra: int) -> np.ndarray:

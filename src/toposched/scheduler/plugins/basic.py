@@ -43,8 +43,8 @@ class NodeUnschedulable:
             return Status.unresolvable(self.reason, plugin=self.name)
         return Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
-        return table.view("schedulable") & table.view("live"), self.reason
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        return table.view("schedulable")[rows] & table.view("live")[rows], self.reason
 
 
 @registry.register
@@ -63,13 +63,13 @@ class TaintToleration:
             return Status.success()
         return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", plugin=self.name)
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
         ok = np.ones(table.size, dtype=bool)
-        for row, name in enumerate(table.names):
-            record = table.cluster.nodes.get(name)
-            if record is not None and record.spec.taints and untolerated_taint(record.spec, pod) is not None:
+        for row in table.tainted:
+            record = table.cluster.nodes.get(table.names[row])
+            if record is not None and untolerated_taint(record.spec, pod) is not None:
                 ok[row] = False
-        return ok, self.reason
+        return ok[rows], self.reason
 
 
 @registry.register
@@ -87,13 +87,13 @@ class NodeAffinity:
             return Status.success()
         return Status.unresolvable(self.reason, plugin=self.name)
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
         if not pod.node_selector:
-            return np.ones(table.size, dtype=bool), self.reason
-        ok = np.zeros(table.size, dtype=bool)
-        for row, name in enumerate(table.names):
-            record = table.cluster.nodes.get(name)
-            ok[row] = record is not None and all(record.spec.labels.get(k) == v for k, v in pod.node_selector.items())
+            return np.ones(len(rows), dtype=bool), self.reason
+        ok = np.zeros(len(rows), dtype=bool)
+        for i, row in enumerate(rows):
+            record = table.cluster.nodes.get(table.names[row])
+            ok[i] = record is not None and all(record.spec.labels.get(k) == v for k, v in pod.node_selector.items())
         return ok, self.reason
 
 
@@ -144,20 +144,17 @@ class NodeResourcesFit:
                 reasons.append(f"Insufficient {resource}")
         return Status.unschedulable(*reasons, plugin=self.name) if reasons else Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
-        alloc, used = table.view("alloc"), table.view("used")
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        requests = self._requests(state, pod)
+        cols = [table.resource_column(r) for r in requests]  # may add columns: read the arrays afterwards
+        alloc, used = table.view("alloc")[rows], table.view("used")[rows]
         pods = table.resource_column("pods")
         alloc_pods = np.where(alloc[:, pods] > 0, alloc[:, pods], 110)
         ok = used[:, pods] + 1 <= alloc_pods
-        short = []
-        for resource, want in self._requests(state, pod).items():
-            col = table.resource_column(resource)
-            alloc, used = table.view("alloc"), table.view("used")
-            fits = used[:, col] + want <= alloc[:, col]
-            if not fits.all():
-                short.append(resource)
-            ok &= fits
-        return ok, "Insufficient " + ", ".join(sorted(short)) if short else "Too many pods"
+        if cols:
+            want = np.fromiter(requests.values(), dtype=np.int64, count=len(cols))
+            ok &= (used[:, cols] + want <= alloc[:, cols]).all(axis=1)
+        return ok, "Insufficient " + ", ".join(sorted(requests)) if requests else "Too many pods"
 
     def _fractions(self, requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -74,14 +74,13 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
     return request
 
 
-def _fits_one_zone(table: NodeTable, request: Mapping[str, int], cpu_static: np.ndarray,
+def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
                    mem_static: np.ndarray) -> np.ndarray:
     """Per row: some zone holds the whole request (resources the node does not align are ignored)."""
-    zfree, zvalid = table.view("zfree"), table.view("zvalid")
-    ok = zvalid.copy()
-    for name, want in request.items():
-        col = table.zone_column(name)
-        zfree = table.view("zfree")
+    cols = [table.zone_column(name) for name in request]  # may add columns: read the arrays afterwards
+    zfree = table.view("zfree")[rows]
+    ok = table.view("zvalid")[rows]
+    for (name, want), col in zip(request.items(), cols):
         fits = zfree[:, :, col] >= want
         if name == "cpu":
             fits |= ~cpu_static[:, None]
@@ -91,12 +90,14 @@ def _fits_one_zone(table: NodeTable, request: Mapping[str, int], cpu_static: np.
     return ok.any(axis=1)
 
 
-def _fits_zones(table: NodeTable, request: Mapping[str, int], cpu_static: np.ndarray, mem_static: np.ndarray) -> np.ndarray:
+def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
+                mem_static: np.ndarray) -> np.ndarray:
     """Per row: the node's zones together hold the request."""
-    ok = np.ones(table.size, dtype=bool)
-    for name, want in request.items():
-        col = table.zone_column(name)
-        total = table.view("zfree")[:, :, col].sum(axis=1)
+    cols = [table.zone_column(name) for name in request]
+    zfree = table.view("zfree")[rows]
+    ok = np.ones(len(rows), dtype=bool)
+    for (name, want), col in zip(request.items(), cols):
+        total = zfree[:, :, col].sum(axis=1)
         fits = total >= want
         if name == "cpu":
             fits |= ~cpu_static
@@ -172,31 +173,31 @@ class NUMAAlignment:
             return Status.unschedulable("cannot align the pod on one NUMA node", plugin=self.name)
         return Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[np.ndarray, str]:
-        """Necessary condition on every node at once; the chosen node is confirmed exactly at Reserve."""
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        """Necessary condition on the given rows at once; the chosen node is confirmed exactly at Reserve."""
         intent = self._intent(state, pod)
         request = aligned_request(state, pod)
-        node_policy = table.view("policy")
+        node_policy = table.view("policy")[rows]
         pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
-        topology = table.view("topology")
-        ok = np.ones(table.size, dtype=bool)
+        topology = table.view("topology")[rows]
+        ok = np.ones(len(rows), dtype=bool)
         if pod_code:
             ok &= (node_policy == 0) | (node_policy == pod_code) | ~topology
         effective = np.where(node_policy > 0, node_policy, pod_code)
         if not request.pod:
             return ok, "pod's NUMA policy conflicts with the node's"
-        cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
+        cpu_static, mem_static = table.view("cpu_static")[rows], table.view("mem_static")[rows]
         single = topology & (effective == _SINGLE)
         if single.any():
-            pod_scope = table.view("pod_scope")
-            fits = _fits_one_zone(table, request.pod, cpu_static, mem_static)
-            container_fits = np.ones(table.size, dtype=bool)
+            pod_scope = table.view("pod_scope")[rows]
+            fits = _fits_one_zone(table, rows, request.pod, cpu_static, mem_static)
+            container_fits = np.ones(len(rows), dtype=bool)
             for want in request.containers:
-                container_fits &= _fits_one_zone(table, want, cpu_static, mem_static)
+                container_fits &= _fits_one_zone(table, rows, want, cpu_static, mem_static)
             ok &= ~single | np.where(pod_scope, fits, container_fits)
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
-            ok &= ~restricted | _fits_zones(table, request.pod, cpu_static, mem_static)
+            ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
         return ok, f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
 
 
@@ -224,13 +225,17 @@ class NUMAScore:
         request = aligned_request(state, pod)
         if not request.pod:
             return np.zeros(len(rows), dtype=np.int64)
+        cols = [table.zone_column(name) for name in request.pod]
         zfree = table.view("zfree")[rows]
         needed = np.ones(len(rows), dtype=np.int64)
-        for name, want in request.pod.items():
-            free = -np.sort(-zfree[:, :, table.zone_column(name)], axis=1)
-            covered = np.cumsum(free, axis=1) >= want
-            count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
-            needed = np.maximum(needed, count)
+        for want, col in zip(request.pod.values(), cols):
+            free = zfree[:, :, col]
+            wide = np.flatnonzero(free.max(axis=1) < want)  # rows where one zone is not enough
+            if len(wide):
+                ordered = -np.sort(-free[wide], axis=1)
+                covered = np.cumsum(ordered, axis=1) >= want
+                count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
+                needed[wide] = np.maximum(needed[wide], count)
         zones = table.max_zones
         score = (zones - needed) * MAX_NODE_SCORE // max(1, zones - 1)
         return np.where(table.view("topology")[rows], score, 0).astype(np.int64)

@@ -1,0 +1,143 @@
+"""Scheduler core throughput: every node evaluated, exact placement, a realistic pod mix.
+
+Nodes: 2 sockets x (NUMA/2) NUMA nodes x 16 two-thread cores each (8 NUMA -> 256 CPUs, like two
+64-core EPYCs in NPS4), 128 GiB and 16 x 1 GiB hugepages per NUMA node, kubelet with the static CPU manager and the
+single-numa-node Topology Manager policy (container scope). Pods (seeded): 60% Guaranteed with
+whole CPUs (1-32, small sizes more likely), a quarter of those with 1 GiB hugepages; 30%
+Burstable; 10% BestEffort. Every pod is scheduled with no sampling of nodes.
+
+    python benchmarks/scheduler.py --nodes 5000 --numa 8 --pods 10000 --json OUT.json [--scaling]
+
+``--scaling`` also times 1,000 and 10,000 nodes on the same pods and prints the ratio of
+per-pod time (cost should grow at most linearly: ratio <= 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+
+from _common import peak_rss_mib, write_json
+
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, NodeSpec, Profile, Scheduler
+from toposched.topology import CPUSet, Machine, NUMANode
+from toposched.workload import Container, Pod
+
+GI = 2**30
+
+
+def build_machine(numa: int) -> Machine:
+    """A two-socket machine with ``numa`` NUMA nodes of 16 two-thread cores, 128 GiB and 16 x 1 GiB pages each."""
+    cores = 16 * numa
+    per_socket = max(1, cores // 2)
+    rows = [{"cpu": c + t * cores, "core": c, "socket": c // per_socket, "numa": c // 16} for t in range(2) for c in range(cores)]
+    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (12 if a // (numa // 2 or 1) == b // (numa // 2 or 1) else 32)
+                                                       for b in range(numa)} for a in range(numa)})
+    nodes = tuple(NUMANode(n.id, n.cpus, 128 * GI, {GI: 16}, n.distances) for n in base.numa_nodes)
+    return Machine(base.cpus, nodes)
+
+
+def build_cluster(n_nodes: int, numa: int) -> tuple[Cluster, float]:
+    machine = build_machine(numa)
+    config = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet([0, 16 * numa]))
+    cluster = Cluster()
+    start = time.perf_counter()
+    for i in range(n_nodes):
+        spec = NodeSpec(f"node-{i:05d}", allocatable={"cpu": (32 * numa - 2) * 1000, "memory": (128 * numa - 16 * numa - 2) * GI,
+                                                     "hugepages-1Gi": 16 * numa * GI, "pods": 110})
+        cluster.set_node(spec, machine=machine, kubelet_config=config)
+    return cluster, time.perf_counter() - start
+
+
+def make_pods(count: int, seed: int) -> list[Pod]:
+    rnd = random.Random(seed)
+    sizes = [1, 2, 4, 8, 16, 32]
+    weights = [30, 25, 20, 14, 8, 3]
+    pods = []
+    for i in range(count):
+        roll = rnd.random()
+        if roll < 0.6:
+            cpus = rnd.choices(sizes, weights)[0]
+            limits = {"cpu": cpus * 1000, "memory": cpus * 2 * GI}
+            if rnd.random() < 0.25:
+                limits["hugepages-1Gi"] = rnd.choice([1, 2, 4]) * GI
+            containers = (Container("app", limits=limits),)
+        elif roll < 0.9:
+            containers = (Container("app", requests={"cpu": rnd.choice([100, 250, 500, 1500]), "memory": rnd.choice([256, 512, 2048]) * 2**20}),)
+        else:
+            containers = (Container("app"),)
+        pods.append(Pod(f"pod-{i:05d}", uid=f"uid-{i:05d}", containers=containers))
+    return pods
+
+
+def profile() -> Profile:
+    return Profile.build(
+        "toposched",
+        filters=["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "NUMAAlignment"],
+        scores=[("NUMAScore", 5), ("NodeResourcesFit", 1)],
+        args={"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated"}}},
+    )
+
+
+def run(n_nodes: int, numa: int, pods: list[Pod]) -> dict[str, float]:
+    cluster, build_s = build_cluster(n_nodes, numa)
+    scheduler = Scheduler(cluster, profile())
+    scheduler.table.refresh()
+    latencies, scheduled = [], 0
+    start = time.perf_counter()
+    for i, pod in enumerate(pods):
+        t0 = time.perf_counter()
+        decision = scheduler.schedule(pod, now=float(i))
+        latencies.append((time.perf_counter() - t0) * 1000)
+        if decision.node is not None:
+            scheduler.bound(pod, now=float(i))
+            scheduled += 1
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    return {
+        "nodes": n_nodes,
+        "pods": len(pods),
+        "scheduled": scheduled,
+        "pods_per_second": len(pods) / elapsed,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "build_seconds": build_s,
+        "seconds": elapsed,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--numa", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scaling", action="store_true", help="also time 1,000 vs 10,000 nodes")
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    pods = make_pods(args.pods, args.seed)
+    figures = run(args.nodes, args.numa, pods)
+    print(f"{figures['nodes']} nodes x {args.numa} NUMA, {figures['pods']} pods: {figures['pods_per_second']:.0f} pods/s, "
+          f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, scheduled {figures['scheduled']} "
+          f"(cluster built in {figures['build_seconds']:.1f} s)", flush=True)
+    if args.scaling:
+        sample = pods[: min(len(pods), 2000)]
+        small = run(1000, args.numa, sample)
+        large = run(10000, args.numa, sample)
+        ratio = large["seconds"] / small["seconds"]
+        figures["scaling_ratio_10000_vs_1000"] = ratio
+        print(f"time for {len(sample)} pods: 1,000 nodes {small['seconds']:.2f} s, 10,000 nodes {large['seconds']:.2f} s, "
+              f"ratio {ratio:.2f} (target <= 10)", flush=True)
+    figures["peak_rss_mib"] = peak_rss_mib()
+    print(f"peak RSS {figures['peak_rss_mib']:.0f} MiB", flush=True)
+    write_json(args.json_out, figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
