@@ -37,20 +37,20 @@ __all__ = [
     "DEFAULT_ARGS_PARSERS",
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINTS",
-    "FitScoringStrategy",
     "KIND",
     "LEAST_ALLOCATED",
     "MOST_ALLOCATED",
     "MULTI_POINT",
+    "REMOVED_PLUGINS",
+    "REQUESTED_TO_CAPACITY_RATIO",
+    "UNMODELLED_POINTS",
+    "UPSTREAM_DEFAULT_PLUGINS",
+    "FitScoringStrategy",
     "NodeResourcesBalancedAllocationArgs",
     "NodeResourcesFitArgs",
     "PluginRef",
     "ProfileConfig",
-    "REMOVED_PLUGINS",
-    "REQUESTED_TO_CAPACITY_RATIO",
     "SchedulerConfig",
-    "UNMODELLED_POINTS",
-    "UPSTREAM_DEFAULT_PLUGINS",
     "UtilizationShapePoint",
     "builtin_profile",
     "load_scheduler_config",
@@ -140,7 +140,13 @@ _CONFIG_FIELDS = (
     "extenders",
     "delayCacheUntilActive",
 )
-_PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "percentageOfPlacementsToScore", "plugins", "pluginConfig")
+_PROFILE_FIELDS = (
+    "schedulerName",
+    "percentageOfNodesToScore",
+    "percentageOfPlacementsToScore",
+    "plugins",
+    "pluginConfig",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,8 +303,10 @@ def _qualified_name_problems(value: str) -> list[str]:
     problems: list[str] = []
     if len(parts) > 2:
         return [
-            f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
-            "(e.g. 'example.com/MyName')"
+            (
+                f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"
+            )
         ]
     name = parts[-1]
     if len(parts) == 2:
@@ -372,7 +380,7 @@ class NodeResourcesFitArgs:
         _validate_fit_args(self)
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> "NodeResourcesFitArgs":
+    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> NodeResourcesFitArgs:
         """Decode (strictly), default (``SetDefaults_NodeResourcesFitArgs``) and validate the args object.
 
         ``None`` gives the defaults: LeastAllocated with cpu and memory weighing 1. A resource
@@ -400,9 +408,7 @@ def _validate_fit_args(args: NodeResourcesFitArgs) -> None:
         raise _fail("Required value: ScoringStrategy field is required", "scoringStrategy")
     if strategy.type not in _FIT_STRATEGY_TYPES:
         supported = ", ".join(f'"{t}"' for t in sorted(_FIT_STRATEGY_TYPES))
-        raise _fail(
-            f'Unsupported value: "{strategy.type}": supported values: {supported}', "scoringStrategy.type"
-        )
+        raise _fail(f'Unsupported value: "{strategy.type}": supported values: {supported}', "scoringStrategy.type")
     for i, resource in enumerate(strategy.resources):
         if not 0 < resource.weight <= _MAX_RESOURCE_WEIGHT:
             raise _fail(
@@ -520,9 +526,7 @@ class NodeResourcesBalancedAllocationArgs:
                 raise _fail(f"Invalid value: {resource.weight}: must be 1", f"resources[{i}].weight")
 
     @classmethod
-    def from_dict(
-        cls, obj: Mapping[str, Any] | None, source: str | None = None
-    ) -> "NodeResourcesBalancedAllocationArgs":
+    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> NodeResourcesBalancedAllocationArgs:
         """Decode (strictly), default (empty means cpu and memory, weight 0 means 1) and validate."""
         try:
             if obj is None:
@@ -674,7 +678,7 @@ def _read(path_or_text: str | os.PathLike[str], source: str | None) -> tuple[str
 
 def _parse_yaml(text: str) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -846,7 +850,9 @@ def _decode_profile(
     if name is None:
         name = default_name
     if name is None or name == "":
-        raise _fail("Required value: every profile needs a schedulerName when there are several", f"{path}.schedulerName")
+        raise _fail(
+            "Required value: every profile needs a schedulerName when there are several", f"{path}.schedulerName"
+        )
     name = _string(name, f"{path}.schedulerName")
     percentage = _percentage(raw.get("percentageOfNodesToScore"), f"{path}.percentageOfNodesToScore")
     if percentage is None:
