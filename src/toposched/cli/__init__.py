@@ -19,8 +19,10 @@ def _root() -> None:
 
 # Commands live one per module and are registered here, after the app exists.
 from toposched.cli.discover import discover  # noqa: E402
+from toposched.cli.explain import explain  # noqa: E402
 
 app.command("discover")(discover)
+app.command("explain")(explain)
 
 
 def main() -> None:

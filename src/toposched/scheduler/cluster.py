@@ -231,18 +231,19 @@ class Cluster:
 
     # ---- pods ------------------------------------------------------------------------------------
 
-    def assume(self, pod: Pod, node: str, now: float) -> tuple[Admission | None, Placement | None]:
+    def assume(self, pod: Pod, node: str, now: float, *, exact: bool = True) -> tuple[Admission | None, Placement | None]:
         """Reserve: put ``pod`` on ``node`` in the ledger and the replica; returns the replica's answer.
 
-        Without topology data the pod is recorded at node level only (placement with no NUMA
-        share). A replica that refuses the pod changes nothing; its admission is returned.
+        Without topology data, or with ``exact=False`` (a scheduler that does not predict the
+        kubelet), the pod is recorded at node level only: a placement with no NUMA share. A
+        replica that refuses the pod changes nothing; its admission is returned.
         """
         record = self._record(node)
         uid = _uid(pod)
         if uid in self.pod_node:
             raise InputError(f"pod is already on node {self.pod_node[uid]}", field="pod", source=f"pod {pod.key}")
         admission, placement = None, Placement(node)
-        if record.model is not None:
+        if exact and record.model is not None:
             admission = record.model.admit(pod)
             if not admission.admitted:
                 return admission, None

@@ -31,7 +31,7 @@ class CycleState(dict):
     """Data plugins share within one scheduling cycle (keyed by plugin name)."""
 
 
-PluginFactory = Callable[[Mapping[str, Any]], Any]
+PluginFactory = Callable[[Any], Any]  # args: a mapping, or the object a profile's args parser returned
 
 
 class Registry:
@@ -68,7 +68,7 @@ class Registry:
         """Every plugin with its extension points."""
         return {name: self.points(name) for name in self._factories}
 
-    def create(self, name: str, args: Mapping[str, Any] | None = None) -> Any:
+    def create(self, name: str, args: Any = None) -> Any:
         """A plugin instance; unknown names raise InputError."""
         if name not in self._factories:
             raise InputError(f"unknown plugin {name!r}; known: {', '.join(self.names())}", field="plugins")
@@ -87,12 +87,40 @@ class Profile:
     scores: list[tuple[Any, int]] = field(default_factory=list)
     reserves: list[Any] = field(default_factory=list)
     pre_filters: list[Any] = field(default_factory=list)
+    binder: Any = None
+
+    @property
+    def exact(self) -> bool:
+        """True when a plugin decides exact placement: Reserve then goes through the node's kubelet replica.
+
+        Profiles without such a plugin (the topology-blind default, scheduler-plugins' nrt-match)
+        bind without predicting the kubelet, as their real counterparts do.
+        """
+        return any(getattr(p, "exact_placement", False) for p in self.filters)
+
+    @classmethod
+    def from_config(cls, config: Any, reg: "Registry | None" = None) -> "Profile":
+        """A profile from a :class:`~toposched.scheduler.profiles.ProfileConfig`: its filters, weighted scores and args."""
+        reg = reg or registry
+        args = {name: config.args(name) for name in config.plugin_args}
+        profile = cls.build(
+            config.scheduler_name,
+            filters=list(config.enabled("filter")),
+            scores=[(name, config.score_weight(name)) for name in config.enabled("score")],
+            args=args,
+            reg=reg,
+        )
+        binders = config.enabled("bind")
+        if binders:
+            profile.binder = reg.create(binders[0], args.get(binders[0]))
+        return profile
 
     @classmethod
     def build(cls, name: str, *, filters: list[str], scores: list[tuple[str, int]],
-              args: Mapping[str, Mapping[str, Any]] | None = None, reg: Registry = registry) -> "Profile":
+              args: Mapping[str, Any] | None = None, reg: "Registry | None" = None) -> "Profile":
         """Instantiate the named plugins once each; a plugin listed at several points is one object."""
         args = args or {}
+        reg = reg or registry
         made: dict[str, Any] = {}
 
         def get(plugin: str) -> Any:

@@ -197,7 +197,7 @@ class Scheduler:
 
     def _reserve(self, state: CycleState, pod: Pod, node: str, now: float) -> str | None:
         """Reserve on ``node``; None on success, else the reason the node refused."""
-        admission, placement = self.cluster.assume(pod, node, now)
+        admission, placement = self.cluster.assume(pod, node, now, exact=self.profile.exact)
         if placement is None:
             return f"kubelet would reject: {admission.reason}" if admission else "node refused the pod"
         record = self.cluster.nodes[node]

@@ -16,7 +16,6 @@ and scheduler-plugins' ``NodeResourceTopologyMatch`` reads. Conventions (see doc
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,9 +23,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 
 from toposched.errors import InputError
+from toposched.manifests import load_objects
 from toposched.quantity import canonical_units, format_bytes, parse_quantity
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, DeviceKind, LogicalCPU, Machine, NUMANode
@@ -453,26 +452,7 @@ def load_nrts(path: str | Path) -> list[NodeResourceTopology]:
     object, two objects of the same name, or any bad object raises InputError naming the file.
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", source=source) from None
-    except UnicodeDecodeError:
-        raise InputError("file is not UTF-8 text", source=source) from None
-    documents = _decode_documents(text, source)
-
-    out: list[NodeResourceTopology] = []
-    for d, doc in enumerate(documents):
-        where = source if len(documents) == 1 else f"{source} (document {d + 1})"
-        if isinstance(doc, Mapping) and doc.get("kind") in _LIST_KINDS:
-            items = doc.get("items")
-            if not isinstance(items, list):
-                raise InputError(f"a {doc.get('kind')} needs an items list", field="items", source=where)
-            out.extend(parse_nrt(item, f"{where}: items[{i}]") for i, item in enumerate(items))
-        elif isinstance(doc, list):
-            out.extend(parse_nrt(item, f"{where}: [{i}]") for i, item in enumerate(doc))
-        else:
-            out.append(parse_nrt(doc, where))
+    out = [parse_nrt(obj, where) for where, obj in load_objects(path, list_kinds=_LIST_KINDS)]
     if not out:
         raise InputError("no NodeResourceTopology object in file", source=source)
     names: dict[str, str] = {}
@@ -481,24 +461,6 @@ def load_nrts(path: str | Path) -> list[NodeResourceTopology]:
             raise InputError(f"two objects are named {nrt.name}", field="metadata.name", source=nrt.origin)
         names[nrt.name] = nrt.origin
     return out
-
-
-def _decode_documents(text: str, source: str) -> list[Any]:
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                             source=source) from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"invalid YAML{where}: {problem}", source=source) from None
-    return [doc for doc in docs if doc is not None]
 
 
 # ---- writing -------------------------------------------------------------------------------

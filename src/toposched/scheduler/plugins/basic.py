@@ -110,11 +110,16 @@ class NodeResourcesFit:
 
     name = "NodeResourcesFit"
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
+    def __init__(self, args: Mapping[str, Any] | Any) -> None:
+        if hasattr(args, "scoring_strategy"):  # NodeResourcesFitArgs from a profile file
+            strategy_args = args.scoring_strategy
+            args = {"scoringStrategy": {"type": strategy_args.type,
+                                        "resources": [{"name": r.name, "weight": r.weight} for r in strategy_args.resources]}}
         strategy = (args or {}).get("scoringStrategy") or {}
         self.strategy = strategy.get("type", "LeastAllocated")
         if self.strategy not in STRATEGIES:
-            raise InputError(f"unknown scoring strategy {self.strategy!r}", field="NodeResourcesFit.scoringStrategy.type")
+            raise InputError(f"scoring strategy {self.strategy!r} is not supported; toposched scores with "
+                             f"{', '.join(STRATEGIES)}", field="NodeResourcesFit.scoringStrategy.type")
         resources = strategy.get("resources") or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
         self.weights = {}
         for i, r in enumerate(resources):
@@ -185,7 +190,9 @@ class NodeResourcesBalancedAllocation(NodeResourcesFit):
 
     name = "NodeResourcesBalancedAllocation"
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
+    def __init__(self, args: Mapping[str, Any] | Any) -> None:
+        if hasattr(args, "resources"):
+            args = {"resources": [{"name": r.name, "weight": r.weight} for r in args.resources]}
         resources = (args or {}).get("resources") or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
         super().__init__({"scoringStrategy": {"type": "BalancedAllocation", "resources": resources}})
 

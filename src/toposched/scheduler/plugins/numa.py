@@ -112,6 +112,7 @@ class NUMAAlignment:
     """The node's kubelet will admit the pod with the NUMA alignment its policy (or the pod's) demands."""
 
     name = "NUMAAlignment"
+    exact_placement = True
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         pass

@@ -29,8 +29,8 @@ class NodeResourceTopologyMatch:
 
     name = "NodeResourceTopologyMatch"
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
-        self.args = NodeResourceTopologyMatchArgs.from_dict(dict(args or {}))
+    def __init__(self, args: Mapping[str, Any] | NodeResourceTopologyMatchArgs | None) -> None:
+        self.args = args if isinstance(args, NodeResourceTopologyMatchArgs) else NodeResourceTopologyMatchArgs.from_dict(dict(args or {}))
         self.view = lambda node: node.nrt  # the NRT the plugin sees for a node (a cache may replace it)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
