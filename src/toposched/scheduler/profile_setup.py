@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from toposched.errors import InputError
 from toposched.scheduler import plugins  # noqa: F401  (registers the built-in plugins)
 from toposched.scheduler.framework import Profile, registry
-from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs
-from toposched.scheduler.profiles import BUILTIN_PROFILES, NodeResourcesFitArgs, builtin_profile, load_scheduler_config
+from toposched.scheduler.profiles import BUILTIN_PROFILES, builtin_profile, load_scheduler_config
 
-__all__ = ["args_parsers", "load_profile"]
-
-
-def args_parsers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
-    """The parsers of plugin args that have their own validated format."""
-    return {
-        "NodeResourcesFit": NodeResourcesFitArgs.from_dict,
-        "NodeResourceTopologyMatch": NodeResourceTopologyMatchArgs.from_dict,
-    }
+__all__ = ["load_profile"]
 
 
 def load_profile(name: str | None = None, config: str | os.PathLike[str] | None = None) -> Profile:
@@ -31,8 +20,8 @@ def load_profile(name: str | None = None, config: str | os.PathLike[str] | None 
     """
     known = registry.known()
     if config is None:
-        return Profile.from_config(builtin_profile(name or "toposched", known_plugins=known, args_parsers=args_parsers()))
-    loaded = load_scheduler_config(Path(config), known_plugins=known, args_parsers=args_parsers())
+        return Profile.from_config(builtin_profile(name or "toposched", known_plugins=known))
+    loaded = load_scheduler_config(Path(config), known_plugins=known)
     if name is None:
         return Profile.from_config(loaded.profiles[0])
     for profile in loaded.profiles:
