@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
@@ -11,6 +12,7 @@ from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import Profile
 from toposched.scheduler.nodes import NodeSpec, Taint
 from toposched.scheduler.scheduler import Scheduler
+from toposched.scheduler.status import Status
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import nrt_from_machine
 from toposched.workload import Container, Pod, Toleration
@@ -147,3 +149,49 @@ def test_explain_lists_every_node_with_its_verdict_and_changes_nothing():
     assert set(report["nodes"][0]["plugins"]) == {"NUMAScore", "NodeResourcesFit"}
     assert report["selected"] in ("a", "b") and report["placement"]["node"] == report["selected"]
     assert {n: cluster.nodes[n].model.state() for n in cluster.nodes} == before
+
+
+def test_binding_requests_carry_the_placement_then_the_binding():
+    cluster = cluster_of("a")
+    profile = toposched_profile()
+    profile.binder = __import__("toposched.scheduler.framework", fromlist=["registry"]).registry.create("DefaultBinder")
+    sched = Scheduler(cluster, profile)
+    pod = guaranteed("p", 2)
+    decision = sched.schedule(pod, now=0)
+    patch, binding = sched.binding(decision, pod)
+    annotations = patch["body"]["metadata"]["annotations"]
+    assert json.loads(annotations["toposched.io/placement"])["node"] == "a"
+    assert "scheduling.koordinator.sh/resource-status" in annotations
+    assert binding["path"] == "/api/v1/namespaces/default/pods/p/binding"
+    assert binding["body"]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "a"}
+
+
+def test_normalize_and_post_filter_hooks_run():
+    calls = []
+
+    class Halve:
+        name = "Halve"
+
+        def score_all(self, state, pod, table, rows):
+            return np.full(len(rows), 80, dtype=np.int64)
+
+        def normalize_scores(self, state, pod, scores):
+            calls.append("normalize")
+            return scores // 2
+
+    class Nominate:
+        name = "Nominate"
+
+        def post_filter(self, state, pod, reasons):
+            calls.append("post_filter")
+            return "a", Status.success()
+
+    cluster = cluster_of("a")
+    profile = toposched_profile()
+    profile.scores.append((Halve(), 1))
+    profile.post_filters.append(Nominate())
+    sched = Scheduler(cluster, profile)
+    report = sched.explain(guaranteed("p", 1))
+    assert report["nodes"][0]["plugins"]["Halve"] == 40
+    decision = sched.schedule(guaranteed("huge", 12), now=0)
+    assert decision.node is None and decision.nominated == "a" and calls[-1] == "post_filter"

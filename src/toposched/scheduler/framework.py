@@ -8,8 +8,12 @@ small method, as in kube-scheduler's framework):
 * ``filter_all(state, pod, table) -> (ok: bool[rows], reason: str)`` — optional vector form:
   the same verdict for every row at once (a necessary condition is allowed when the plugin's
   ``exact(...)`` confirms the chosen node, see NUMAAlignment).
-* ``score(state, pod, node) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``.
+* ``post_filter(state, pod, reasons) -> (nominated node or None, Status)`` — when no node fits.
+* ``pre_score(state, pod, rows) -> Status`` — once, before scoring the feasible rows.
+* ``score(state, pod, node, table) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``;
+  optional ``normalize_scores(state, pod, scores) -> scores`` (NormalizeScore) over the feasible rows.
 * ``reserve(state, pod, node) -> Status`` / ``unreserve(state, pod, node)``.
+* ``pre_bind(state, pod, node, placement) -> Status``; ``bind(state, pod, node, placement) -> requests``.
 
 Scores are 0..100 (``MAX_NODE_SCORE``) before the profile's weight is applied.
 """
@@ -40,6 +44,7 @@ class Registry:
     _POINTS = {
         "preFilter": "pre_filter",
         "filter": "filter",
+        "postFilter": "post_filter",
         "preScore": "pre_score",
         "score": "score",
         "reserve": "reserve",
@@ -87,6 +92,9 @@ class Profile:
     scores: list[tuple[Any, int]] = field(default_factory=list)
     reserves: list[Any] = field(default_factory=list)
     pre_filters: list[Any] = field(default_factory=list)
+    post_filters: list[Any] = field(default_factory=list)
+    pre_scores: list[Any] = field(default_factory=list)
+    pre_binds: list[Any] = field(default_factory=list)
     binder: Any = None
 
     @property
@@ -134,8 +142,9 @@ class Profile:
         for plugin, weight in scores:
             profile.scores.append((get(plugin), weight))
         for plugin in made.values():
-            if getattr(plugin, "pre_filter", None) is not None:
-                profile.pre_filters.append(plugin)
-            if getattr(plugin, "reserve", None) is not None:
-                profile.reserves.append(plugin)
+            for method, points in (("pre_filter", profile.pre_filters), ("post_filter", profile.post_filters),
+                                   ("pre_score", profile.pre_scores), ("reserve", profile.reserves),
+                                   ("pre_bind", profile.pre_binds)):
+                if getattr(plugin, method, None) is not None:
+                    points.append(plugin)
         return profile

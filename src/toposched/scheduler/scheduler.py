@@ -44,6 +44,7 @@ class Decision:
     status: Status
     reasons: dict[str, int] = field(default_factory=dict)  # reason -> number of nodes it filtered
     nodes: int = 0
+    nominated: str | None = None  # a PostFilter plugin's nominated node (preemption), if any
 
     @property
     def message(self) -> str:
@@ -72,8 +73,15 @@ class Scheduler:
         self._reasons: list[str] = []
         self._reason_ids: dict[str, int] = {}
         plugins = list(self.profile.filters) + [p for p, _ in self.profile.scores]
-        self._vector_only = all(getattr(p, "filter_all", None) is not None for p in self.profile.filters) and all(
-            getattr(p, "score_all", None) is not None for p, _ in self.profile.scores) and bool(plugins)
+        # Per-row results may be cached only when each row's verdict and score depend on that row
+        # alone: every plugin has a vector form and none normalizes scores or pre-scores over rows.
+        self._vector_only = (
+            bool(plugins)
+            and all(getattr(p, "filter_all", None) is not None for p in self.profile.filters)
+            and all(getattr(p, "score_all", None) is not None for p, _ in self.profile.scores)
+            and not any(getattr(p, "normalize_scores", None) is not None for p, _ in self.profile.scores)
+            and not self.profile.pre_scores
+        )
 
     def _state(self, pod: Pod) -> tuple[CycleState, Status]:
         state = CycleState(cluster=self.cluster)
@@ -112,7 +120,13 @@ class Scheduler:
                 placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
                 return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
             reasons[refused] += 1
-        return Decision(pod.key, None, None, Status.unschedulable("no node fits", plugin="Scheduler"), dict(reasons), live)
+        status, nominated = Status.unschedulable("no node fits", plugin="Scheduler"), None
+        for plugin in self.profile.post_filters:
+            nominated, verdict = plugin.post_filter(state, pod, dict(reasons))
+            if verdict.is_success and nominated is not None:
+                status = Status.unschedulable(f"nominated {nominated} after preemption", plugin=plugin.name)
+                break
+        return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
 
     def _evaluate(self, state: CycleState, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
         """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), and its total score.
@@ -157,8 +171,17 @@ class Scheduler:
         total = np.zeros(len(rows), dtype=np.int64)
         feasible = np.flatnonzero(verdict == _FEASIBLE)
         if len(feasible):
+            for plugin in self.profile.pre_scores:
+                status = plugin.pre_score(state, pod, rows[feasible])
+                if not status.is_success:
+                    verdict[feasible] = self._reason_index(status.message or status.code.label)
+                    return verdict, total
             for plugin, weight in self.profile.scores:
-                total[feasible] += weight * self._scores(plugin, state, pod, rows[feasible])
+                scores = self._scores(plugin, state, pod, rows[feasible])
+                normalize = getattr(plugin, "normalize_scores", None)
+                if normalize is not None:
+                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
+                total[feasible] += weight * scores
         return verdict, total
 
     def _reason_index(self, reason: str) -> int:
@@ -216,12 +239,36 @@ class Scheduler:
                 return verdict.message
         return None
 
+    def binding(self, decision: Decision, pod: Pod) -> list[dict[str, Any]]:
+        """PreBind then Bind for a decision: the API requests an adapter must send, in order.
+
+        Raises InputError when a PreBind plugin refuses (the caller then unreserves).
+        """
+        if decision.node is None:
+            raise InputError("the decision has no node", field="node", source=f"pod {pod.key}")
+        record = self.cluster.nodes[decision.node]
+        state = CycleState(cluster=self.cluster)
+        for plugin in self.profile.pre_binds:
+            verdict = plugin.pre_bind(state, pod, record, decision.placement)
+            if not verdict.is_success:
+                raise InputError(verdict.message, field=plugin.name, source=f"pod {pod.key}")
+        if self.profile.binder is None:
+            raise InputError("the profile has no bind plugin", field="plugins.bind", source=self.profile.name)
+        return self.profile.binder.bind(state, pod, record, decision.placement)
+
     def bound(self, pod: Pod, now: float) -> None:
         """The binding went through: the placement stays, and reports may now reflect it."""
         self.cluster.confirm(pod, now)
 
     def unreserve(self, pod: Pod) -> None:
-        """The binding failed or was abandoned: give the placement back exactly."""
+        """The binding failed or was abandoned: Unreserve plugins run, and the placement is given back exactly."""
+        node = self.cluster.pod_node.get(pod.uid or pod.key)
+        if node is not None:
+            state = CycleState(cluster=self.cluster)
+            for plugin in self.profile.reserves:
+                unreserve = getattr(plugin, "unreserve", None)
+                if unreserve is not None:
+                    unreserve(state, pod, self.cluster.nodes[node])
         self.cluster.forget(pod)
 
     def explain(self, pod: Pod) -> dict[str, Any]:
@@ -234,6 +281,7 @@ class Scheduler:
         state, status = self._state(pod)
         self.table.refresh()
         nodes = []
+        feasible_rows = []
         for name in self.table.names:
             record = self.cluster.nodes.get(name)
             if record is None:
@@ -244,17 +292,22 @@ class Scheduler:
                     verdict = plugin.filter(state, pod, record)
                     if not verdict.is_success:
                         break
-            entry: dict[str, Any] = {"name": name, "filter": {"code": verdict.code.label, "message": verdict.message},
-                                     "score": None, "plugins": {}}
+            nodes.append({"name": name, "filter": {"code": verdict.code.label, "message": verdict.message},
+                          "score": None, "plugins": {}})
             if verdict.is_success:
-                row = np.array([self.table.index[name]])
-                total = 0
-                for plugin, weight in self.profile.scores:
-                    raw = int(self._scores(plugin, state, pod, row)[0])
-                    entry["plugins"][plugin.name] = raw
-                    total += weight * raw
-                entry["score"] = total
-            nodes.append(entry)
+                feasible_rows.append((self.table.index[name], nodes[-1]))
+        if feasible_rows:
+            rows = np.array([row for row, _ in feasible_rows])
+            for plugin in self.profile.pre_scores:
+                plugin.pre_score(state, pod, rows)
+            for plugin, weight in self.profile.scores:
+                scores = self._scores(plugin, state, pod, rows)
+                normalize = getattr(plugin, "normalize_scores", None)
+                if normalize is not None:
+                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
+                for (_, entry), raw in zip(feasible_rows, scores):
+                    entry["plugins"][plugin.name] = int(raw)
+                    entry["score"] = (entry["score"] or 0) + weight * int(raw)
         decision = self.schedule(pod, now=0.0)
         if decision.node is not None:
             self.unreserve(pod)
