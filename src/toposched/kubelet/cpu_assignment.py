@@ -27,9 +27,8 @@ placed in a cache per socket, as upstream's topology discovery does.
 
 from __future__ import annotations
 
-import weakref
-
 import math
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -59,7 +58,7 @@ class CPUAllocationError(ToposchedError):
 
 
 # Machines are immutable; many nodes share one Machine object, so its topology is computed once.
-_TOPOLOGIES: "weakref.WeakKeyDictionary[Machine, CPUTopology]" = weakref.WeakKeyDictionary()
+_TOPOLOGIES: weakref.WeakKeyDictionary[Machine, CPUTopology] = weakref.WeakKeyDictionary()
 
 
 def _popcount(mask: int) -> int:

@@ -26,7 +26,9 @@ or takes the hint as an argument. Pods are keyed by UID (``namespace/name`` with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import weakref
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,7 +42,7 @@ from toposched.kubelet.cpu_assignment import (
     take_by_topology,
 )
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
-from toposched.kubelet.hints import TopologyHint, iterate_masks
+from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
 from toposched.topology import CPUSet, Machine
 
 if TYPE_CHECKING:
@@ -268,6 +270,96 @@ def _generate_hints(
     ]
 
 
+# ---- the same hints on int masks (KubeletNode's admission path) -----------------------------------
+
+MaskHint = tuple[int, bool]
+"""A hint as ``(NUMA mask, preferred)``: bit n of the mask stands for NUMA node n."""
+
+
+@dataclass(frozen=True, slots=True)
+class _NUMASets:
+    """One machine's NUMA sets (those with CPUs) in upstream's order, with what the hints read of them.
+
+    ``sets`` holds ``(NUMA mask, width, CPU mask, sockets spanned)`` per set, ``singles`` the
+    one-node sets, ``largest_first`` the running sums of the NUMA nodes' CPU counts, biggest
+    node first: the narrowest set that could ever hold ``n`` CPUs is as wide as the shortest
+    prefix reaching ``n``, which is upstream's ``minAffinitySize`` without visiting every set.
+    """
+
+    sets: tuple[tuple[int, int, int, int], ...]
+    singles: tuple[tuple[int, int, int], ...]
+    largest_first: tuple[int, ...]
+    numa_per_socket: int
+
+    def min_affinity(self, request: int) -> int:
+        """Upstream's ``minAffinitySize``: the fewest NUMA nodes whose CPUs could hold ``request``."""
+        width = len(self.largest_first)
+        return min(bisect_left(self.largest_first, request) + 1, width)
+
+    def socket_aligned(self, sockets: int, min_affinity: int) -> bool:
+        """Upstream ``isHintSocketAligned`` for a set spanning ``sockets`` sockets."""
+        per_socket = self.numa_per_socket
+        if per_socket == 0:
+            return False
+        return sockets == (min_affinity + per_socket - 1) // per_socket
+
+
+_NUMA_SETS: weakref.WeakKeyDictionary[CPUTopology, _NUMASets] = weakref.WeakKeyDictionary()
+
+
+def _numa_sets(topo: CPUTopology) -> _NUMASets:
+    known = _NUMA_SETS.get(topo)
+    if known is None:
+        sets = tuple(
+            (mask_of(nodes), len(nodes), topo.cpus_in_numa(nodes), len(topo.sockets_in_numa(nodes)))
+            for nodes in iterate_masks(sorted(topo.numa_masks))
+        )
+        running, total = [], 0
+        for count in sorted((m.bit_count() for m in topo.numa_masks.values()), reverse=True):
+            total += count
+            running.append(total)
+        known = _NUMA_SETS[topo] = _NUMASets(
+            sets=sets,
+            singles=tuple((m, cpus, sockets) for m, width, cpus, sockets in sets if width == 1),
+            largest_first=tuple(running),
+            numa_per_socket=topo.num_numa // topo.num_sockets if topo.num_sockets else 0,
+        )
+    return known
+
+
+def _mask_hints(
+    topo: CPUTopology, available: int, reusable: int, request: int, align_by_socket: bool, single_numa_only: bool
+) -> list[MaskHint]:
+    """:func:`_generate_hints` on int masks, with the per-machine work done once.
+
+    With ``single_numa_only`` only the hints upstream's ``filterSingleNumaHints`` keeps are
+    returned: preferred ones one NUMA node wide, their flags computed as for the full list.
+    """
+    sets = _numa_sets(topo)
+    if not sets.sets:
+        return []
+    min_affinity = sets.min_affinity(request)
+    need = request - reusable.bit_count()  # reusable CPUs count once each, inside every set they fit
+    reusable_numas = 0
+    if reusable:
+        for numa, cpus, _ in sets.singles:
+            if reusable & cpus:
+                reusable_numas |= numa
+    if single_numa_only:
+        return [
+            (numa, True)
+            for numa, cpus, sockets in sets.singles
+            if (min_affinity == 1 or (align_by_socket and sets.socket_aligned(sockets, min_affinity)))
+            and not reusable_numas & ~numa
+            and (available & cpus).bit_count() >= need
+        ]
+    return [
+        (numa, width == min_affinity or (align_by_socket and sets.socket_aligned(sockets, min_affinity)))
+        for numa, width, cpus, sockets in sets.sets
+        if not reusable_numas & ~numa and (available & cpus).bit_count() >= need
+    ]
+
+
 def cpu_topology_hints(
     machine: Machine | CPUTopology,
     available: CPUSet,
@@ -395,6 +487,11 @@ def _parse_cpuset(text: str, what: str) -> CPUSet:
 
 def _go_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# The hints of a container come from (available CPUs, reusable CPUs, request), or there is no affinity.
+_NO_AFFINITY = ()
+_HintInputs = tuple[CPUSet, CPUSet, int] | tuple[()]
 
 
 class StaticCPUPolicy:
@@ -566,23 +663,34 @@ class StaticCPUPolicy:
 
     # ---- hints
 
-    def _hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint]:
+    def _hints(self, inputs: _HintInputs) -> list[TopologyHint]:
+        if not inputs:
+            return []
+        available, reusable, request = inputs
         return _generate_hints(self.topology, available, reusable, request, self.options.align_by_socket)
 
-    def get_topology_hints(self, pod: Pod, container: Container) -> dict[str, list[TopologyHint]] | None:
-        """Upstream ``GetTopologyHints``: ``None`` for a shared container, else ``{"cpu": hints}``."""
+    def _masks(self, inputs: _HintInputs, single_numa_only: bool) -> list[MaskHint]:
+        if not inputs:
+            return []
+        available, reusable, request = inputs
+        return _mask_hints(
+            self.topology, available.mask, reusable.mask, request, self.options.align_by_socket, single_numa_only
+        )
+
+    def _container_hint_inputs(self, pod: Pod, container: Container) -> _HintInputs | None:
+        """What upstream ``GetTopologyHints`` generates hints from: None (shared), no affinity, or the CPUs."""
         requested = self.guaranteed_cpus(pod, container)
         if requested == 0:
             return None
         allocated = self._state.get(_pod_uid(pod), container.name)
         if allocated is not None:
             if len(allocated) != requested:
-                return {"cpu": []}
-            return {"cpu": self._hints(allocated, CPUSet(), requested)}
-        return {"cpu": self._hints(self.available_cpus(), self.cpus_to_reuse(pod), requested)}
+                return _NO_AFFINITY
+            return allocated, CPUSet(), requested
+        return self.available_cpus(), self.cpus_to_reuse(pod), requested
 
-    def get_pod_topology_hints(self, pod: Pod) -> dict[str, list[TopologyHint]] | None:
-        """Upstream ``GetPodTopologyHints``: hints for the pod's peak exclusive CPUs (pod scope)."""
+    def _pod_hint_inputs(self, pod: Pod) -> _HintInputs | None:
+        """What upstream ``GetPodTopologyHints`` generates hints from."""
         requested = self.pod_guaranteed_cpus(pod)
         if requested == 0:
             return None
@@ -593,12 +701,39 @@ class StaticCPUPolicy:
             if allocated is None:
                 continue
             if len(allocated) != self.guaranteed_cpus(pod, c):
-                return {"cpu": []}
+                return _NO_AFFINITY
             assigned |= allocated.mask
         assigned_cpus = CPUSet.from_mask(assigned)
         if len(assigned_cpus) == requested:
-            return {"cpu": self._hints(assigned_cpus, CPUSet(), requested)}
-        return {"cpu": self._hints(self.available_cpus(), self.cpus_to_reuse(uid) | assigned_cpus, requested)}
+            return assigned_cpus, CPUSet(), requested
+        return self.available_cpus(), self.cpus_to_reuse(uid) | assigned_cpus, requested
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> dict[str, list[TopologyHint]] | None:
+        """Upstream ``GetTopologyHints``: ``None`` for a shared container, else ``{"cpu": hints}``."""
+        inputs = self._container_hint_inputs(pod, container)
+        return None if inputs is None else {"cpu": self._hints(inputs)}
+
+    def get_pod_topology_hints(self, pod: Pod) -> dict[str, list[TopologyHint]] | None:
+        """Upstream ``GetPodTopologyHints``: hints for the pod's peak exclusive CPUs (pod scope)."""
+        inputs = self._pod_hint_inputs(pod)
+        return None if inputs is None else {"cpu": self._hints(inputs)}
+
+    def topology_masks(
+        self, pod: Pod, container: Container, *, single_numa_only: bool = False
+    ) -> dict[str, Sequence[MaskHint]] | None:
+        """:meth:`get_topology_hints` as ``(NUMA mask, preferred)`` pairs, computed without visiting CPU sets.
+
+        The same hints in the same order. With ``single_numa_only`` only those upstream's
+        single-numa-node policy keeps (preferred, one NUMA node wide) are listed, so a merge
+        under that policy decides exactly as on the full list.
+        """
+        inputs = self._container_hint_inputs(pod, container)
+        return None if inputs is None else {"cpu": self._masks(inputs, single_numa_only)}
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool = False) -> dict[str, Sequence[MaskHint]] | None:
+        """:meth:`get_pod_topology_hints` as ``(NUMA mask, preferred)`` pairs (see :meth:`topology_masks`)."""
+        inputs = self._pod_hint_inputs(pod)
+        return None if inputs is None else {"cpu": self._masks(inputs, single_numa_only)}
 
     # ---- allocation and release
 

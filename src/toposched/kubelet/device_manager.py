@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
+from toposched.kubelet.topology_manager import numa_subsets
 
 if TYPE_CHECKING:
     from toposched.topology import Machine
@@ -270,6 +271,83 @@ def _resource_hints(
     if len(available | reusable) < request:
         return []
     return _generate_hints(table, _ordered(available, table), _ordered(reusable, table), request, numa_ids)
+
+
+MaskHint = tuple[int, bool]
+"""A hint as ``(NUMA mask, preferred)``: bit n of the mask stands for NUMA node n."""
+
+
+def _mask_hints(
+    table: Mapping[str, DeviceTopology],
+    available: Iterable[str],
+    reusable: Iterable[str],
+    request: int,
+    numa_ids: tuple[int, ...],
+    single_numa_only: bool,
+) -> list[MaskHint]:
+    """:func:`_generate_hints` on int masks: the same hints, in the same order.
+
+    Devices become bits of an int (their position in ``table``); the devices touching each
+    NUMA set are the union of its nodes' device bits, built for every set at once. With
+    ``single_numa_only`` only the hints upstream's ``filterSingleNumaHints`` keeps are returned
+    (preferred, one NUMA node wide).
+    """
+    position = {d: i for i, d in enumerate(table)}
+    on_node = [0] * len(numa_ids)
+    slot = {n: i for i, n in enumerate(numa_ids)}
+    for d, topology in table.items():
+        for n in topology or ():
+            if n in slot:  # a node outside the machine's never meets one of its NUMA sets
+                on_node[slot[n]] |= 1 << position[d]
+    offered = 0
+    for d in available:
+        if d in position:
+            offered |= 1 << position[d]
+    # Reusable devices must all touch the set; one that reports no topology is skipped.
+    required = 0
+    for d in reusable:
+        if table.get(d) is not None:
+            required |= 1 << position[d]
+    need = request - required.bit_count()
+    if single_numa_only:
+        if not any(devices.bit_count() >= request for devices in on_node):
+            return []  # minAffinitySize is above one: no single-NUMA hint is preferred
+        return [
+            (1 << n, True)
+            for n, devices in zip(numa_ids, on_node)
+            if devices & required == required and (devices & offered).bit_count() >= need
+        ]
+    touching = [0]  # touching[positions]: the devices on any node of that set
+    for devices in on_node:
+        touching += [t | devices for t in touching]
+    subsets = numa_subsets(numa_ids)
+    min_size = next((w for p, _, w in subsets if touching[p].bit_count() >= request), len(numa_ids))
+    return [
+        (mask, width == min_size)
+        for positions, mask, width in subsets
+        if touching[positions] & required == required and (touching[positions] & offered).bit_count() >= need
+    ]
+
+
+def _resource_masks(
+    table: Mapping[str, DeviceTopology],
+    request: int,
+    allocated: frozenset[str] | None,
+    available: frozenset[str],
+    reusable: frozenset[str],
+    numa_ids: tuple[int, ...],
+    single_numa_only: bool,
+) -> list[MaskHint] | None:
+    """:func:`_resource_hints` on int masks."""
+    if not _has_topology(table):
+        return None
+    if allocated:
+        if len(allocated) != request:
+            return []
+        return _mask_hints(table, allocated, (), request, numa_ids, single_numa_only)
+    if len(available | reusable) < request:
+        return []
+    return _mask_hints(table, available, reusable, request, numa_ids, single_numa_only)
 
 
 def _ordered(ids: Iterable[str], table: Mapping[str, DeviceTopology]) -> list[str]:
@@ -809,6 +887,53 @@ class DeviceManager:
             available = s.available(resource) - reusable
             hints[resource] = _resource_hints(table, count, allocated_of(resource), available, reusable, s.numa_nodes)
         return hints
+
+    def _masks_for(
+        self,
+        requests: Mapping[str, int],
+        allocated_of: Callable[[str], frozenset[str] | None],
+        reuse: Mapping[str, frozenset[str]],
+        single_numa_only: bool,
+    ) -> dict[str, list[MaskHint] | None]:
+        s = self._state
+        hints: dict[str, list[MaskHint] | None] = {}
+        for resource, count in self._device_requests(requests).items():
+            table = s.devices.get(resource, {})
+            reusable = reuse.get(resource, _EMPTY_IDS)
+            available = s.available(resource) - reusable
+            hints[resource] = _resource_masks(
+                table, count, allocated_of(resource), available, reusable, s.numa_nodes, single_numa_only
+            )
+        return hints
+
+    def topology_masks(
+        self, pod: Pod, container: Container | str, *, single_numa_only: bool = False
+    ) -> dict[str, list[MaskHint] | None]:
+        """:meth:`get_topology_hints` as ``(NUMA mask, preferred)`` pairs (bit n = NUMA node n), fast.
+
+        The same hints in the same order. With ``single_numa_only`` only those upstream's
+        single-numa-node policy keeps (preferred, one NUMA node wide) are listed, so a merge
+        under that policy decides exactly as on the full lists.
+        """
+        cont = _resolve(pod, container)
+        uid = _pod_uid(pod)
+        requests = container_device_requests(cont)
+        if not requests:
+            return {}
+        return self._masks_for(
+            requests,
+            lambda r: self._state.container_devices(uid, cont.name, r),
+            self._state.reusable.get(uid, {}),
+            single_numa_only,
+        )
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool = False) -> dict[str, list[MaskHint] | None]:
+        """:meth:`get_pod_topology_hints` as ``(NUMA mask, preferred)`` pairs (see :meth:`topology_masks`)."""
+        uid = _pod_uid(pod)
+        requests = pod_device_requests(pod)
+        if not requests:
+            return {}
+        return self._masks_for(requests, lambda r: self._state.pod_devices(uid, r), {}, single_numa_only)
 
     def get_topology_hints(self, pod: Pod, container: Container | str) -> dict[str, list[TopologyHint] | None]:
         """Upstream ``GetTopologyHints`` for one container (container scope).

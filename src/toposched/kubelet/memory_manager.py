@@ -33,6 +33,7 @@ from toposched.kubelet.memory_state import (
     NUMANodeState,
     machine_states_equal,
 )
+from toposched.kubelet.topology_manager import numa_subsets
 from toposched.quantity import format_bytes
 from toposched.topology import Machine
 from toposched.workload import GUARANTEED, Container, Pod
@@ -218,6 +219,43 @@ def _violates_groups(state: MachineState, bits: tuple[int, ...]) -> bool:
         if len(cells) == 1 or sorted(cells) != list(bits):
             return True
     return False
+
+
+MaskHint = tuple[int, bool]
+"""A hint as ``(NUMA mask, preferred)``: bit n of the mask stands for NUMA node n."""
+
+
+def _subset_sums(values: list[int]) -> list[int]:
+    """The sum of ``values[i]`` over the bits i of every index ``0 .. 2**len(values) - 1``."""
+    sums = [0]
+    for v in values:
+        sums += [s + v for s in sums]
+    return sums
+
+
+def _group_rules(state: MachineState, ids: tuple[int, ...]) -> tuple[int, int, frozenset[int]]:
+    """What upstream's group checks in ``calculateHints`` allow, as masks.
+
+    Returns ``(split, assigned, groups)``: the nodes that belong to a multi-NUMA group (their
+    one-node sets are out), the nodes holding memory, and the multi-NUMA sets that may be
+    used although they hold memory (each of their used nodes has exactly that set as group).
+    """
+    split = assigned = 0
+    group_of: dict[int, int] = {}
+    for n in ids:
+        node = state[n]
+        cells = node.cells or ()
+        if len(cells) > 1:
+            split |= 1 << n
+        if node.number_of_assignments > 0:
+            assigned |= 1 << n
+            distinct = len(set(cells)) == len(cells) and all(c >= 0 for c in cells)
+            # sorted(cells) == the set's sorted nodes, for a set of two or more nodes
+            group_of[n] = mask_of(cells) if distinct and len(cells) > 1 else -1
+    groups = frozenset(
+        g for g in set(group_of.values()) if g > 0 and all(group_of[n] == g for n in group_of if g >> n & 1)
+    )
+    return split, assigned, groups
 
 
 def _satisfies(state: MachineState, nodes: frozenset[int], requested: Mapping[str, int]) -> bool:
@@ -565,6 +603,88 @@ class StaticMemoryPolicy:
             return {}
         return {r: [TopologyHint(m, len(m) == min_size) for m in valid] for r in sorted(requested)}
 
+    def _calculate_masks(
+        self, state: MachineState, pod_uid: str, requested: Mapping[str, int], single_numa_only: bool
+    ) -> dict[str, list[MaskHint]]:
+        """:meth:`_calculate_hints` on int masks: the same hints, in the same order, without visiting NUMA sets.
+
+        Sums over NUMA sets are built once per call for every set; the group rules become
+        three masks (see :func:`_group_rules`). With ``single_numa_only`` only the hints upstream's
+        ``filterSingleNumaHints`` keeps are listed (preferred, one node wide), unless there is
+        none: then every resource gets an empty list when some wider set is valid (the merge
+        under single-numa-node sees the same empty lists) and the answer stays ``{}`` otherwise.
+        """
+        if not requested:
+            return {}
+        ids = tuple(sorted(state))
+        resources = sorted(requested)
+        reusable = self._reusable.get(pod_uid, {})
+        split, assigned, groups = _group_rules(state, ids)
+
+        def column(n: int, r: str, free: bool) -> int:
+            table = _table(state, n, r)
+            return 0 if table is None else (table.free if free else table.allocatable)
+
+        if single_numa_only:
+            # A one-node set whose allocatable memory suffices makes minAffinitySize one: every
+            # valid one-node set is then a preferred hint.
+            singles: list[MaskHint] = []
+            for n in ids:
+                bit = 1 << n
+                if split & bit or any(column(n, r, False) < requested[r] for r in resources):
+                    continue
+                extra = reusable.get(bit, _EMPTY)
+                if all(column(n, r, True) + extra.get(r, 0) >= requested[r] for r in resources):
+                    singles.append((bit, True))
+            if singles:
+                return {r: list(singles) for r in resources}
+            # Every valid set is wider or not preferred: single-numa-node drops them all, so only
+            # whether there is one matters ({} would mean "no preference").
+            valid = self._calculate_masks(state, pod_uid, requested, False)
+            return {r: [] for r in resources} if valid else {}
+
+        allocatable_ok: list[bool] | None = None
+        free_ok: list[bool] | None = None
+        for r in resources:
+            size = requested[r]
+            ok = [total >= size for total in _subset_sums([column(n, r, False) for n in ids])]
+            allocatable_ok = ok if allocatable_ok is None else [a and b for a, b in zip(allocatable_ok, ok)]
+            free = _subset_sums([column(n, r, True) for n in ids])
+            if reusable:
+                position = {n: i for i, n in enumerate(ids)}
+                for mask, per_resource in reusable.items():
+                    extra = per_resource.get(r, 0)
+                    nodes = [position.get(n) for n in range(mask.bit_length()) if mask >> n & 1]
+                    if extra and None not in nodes:
+                        free[sum(1 << i for i in nodes)] += extra  # type: ignore[operator]
+            ok = [total >= size for total in free]
+            free_ok = ok if free_ok is None else [a and b for a, b in zip(free_ok, ok)]
+        assert allocatable_ok is not None and free_ok is not None
+        subsets = numa_subsets(ids)
+        min_size = next((width for positions, _, width in subsets if allocatable_ok[positions]), len(ids))
+        valid = [
+            (mask, width == min_size)
+            for positions, mask, width in subsets
+            if allocatable_ok[positions]
+            and free_ok[positions]
+            and (not split & mask if width == 1 else not assigned & mask or mask in groups)
+        ]
+        if not valid:
+            return {}
+        return {r: list(valid) for r in resources}
+
+    @staticmethod
+    def _regenerate_masks(blocks: tuple[Block, ...], requested: Mapping[str, int]) -> dict[str, list[MaskHint]] | None:
+        """:meth:`_regenerate_hints` on int masks."""
+        hints: dict[str, list[MaskHint]] = {r: [] for r in sorted(requested)}
+        if len(blocks) != len(requested):
+            return None
+        for b in blocks:
+            if b.type not in requested or b.size != requested[b.type]:
+                return None
+            hints[b.type].append((mask_of(b.numa_affinity or ()), True))
+        return hints
+
     @staticmethod
     def _regenerate_hints(
         blocks: tuple[Block, ...], requested: Mapping[str, int]
@@ -606,6 +726,36 @@ class StaticMemoryPolicy:
             if blocks is not None:
                 return self._regenerate_hints(blocks, requested)
         return self._calculate_hints(self._state, uid, requested)
+
+    def topology_masks(
+        self, pod: Pod, container: Container | str, *, single_numa_only: bool = False
+    ) -> dict[str, list[MaskHint]] | None:
+        """:meth:`get_topology_hints` as ``(NUMA mask, preferred)`` pairs (bit n = NUMA node n), fast.
+
+        The same hints in the same order. With ``single_numa_only`` only those upstream's
+        single-numa-node policy keeps are listed, so a merge under that policy decides exactly
+        as on the full lists (see :meth:`_calculate_masks`).
+        """
+        if not self.manages(pod):
+            return None
+        c = self._container(pod, container)
+        requested = self.requested_resources(pod, c)
+        blocks = self.memory_blocks(self.pod_uid(pod), c.name)
+        if blocks is not None:
+            return self._regenerate_masks(blocks, requested)
+        return self._calculate_masks(self._state, self.pod_uid(pod), requested, single_numa_only)
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool = False) -> dict[str, list[MaskHint]] | None:
+        """:meth:`get_pod_topology_hints` as ``(NUMA mask, preferred)`` pairs (see :meth:`topology_masks`)."""
+        if not self.manages(pod):
+            return None
+        requested = self.pod_requested_resources(pod)
+        uid = self.pod_uid(pod)
+        for c in pod.all_containers:
+            blocks = self.memory_blocks(uid, c.name)
+            if blocks is not None:
+                return self._regenerate_masks(blocks, requested)
+        return self._calculate_masks(self._state, uid, requested, single_numa_only)
 
     # ---- allocation --------------------------------------------------------------------------
 

@@ -25,8 +25,13 @@ from toposched.kubelet.cpu_manager import SMTAlignmentError, StaticCPUPolicy
 from toposched.kubelet.device_manager import DeviceManager
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.memory_manager import MemoryManagerError, StaticMemoryPolicy, hugepage_resource_name
-from toposched.kubelet.scope import TopologyManager
-from toposched.kubelet.topology_manager import TopologyAffinityError, UnexpectedAdmissionError, merge_hints
+from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
+from toposched.kubelet.topology_manager import (
+    TopologyAffinityError,
+    UnexpectedAdmissionError,
+    merge_hints,
+    numa_distances,
+)
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
 from toposched.workload import Container, Pod, add_resources
@@ -85,6 +90,14 @@ class KubeletNode:
     :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
     Construction validates the configuration against the machine as the kubelet does at start
     and raises :class:`InputError` otherwise.
+
+    Admission takes fast paths that decide exactly as the kubelet's own loops: the managers
+    hand their hints to the Topology Manager as int masks (:class:`MaskTopologyManager`),
+    computed from per-machine tables instead of visiting every NUMA set, and under the
+    single-numa-node policy only the single-NUMA hints that policy reads are generated.
+    ``exhaustive=True`` runs the managers' upstream-shaped code instead (every NUMA set,
+    ``TopologyHint`` lists checked and merged by ``merge``): the reference the fast paths are
+    tested against.
     """
 
     def __init__(
@@ -95,10 +108,12 @@ class KubeletNode:
         device_plugins: DevicePlugins | None = None,
         name: str = "node",
         merge: Any = merge_hints,
+        exhaustive: bool = False,
     ) -> None:
         self.machine = machine
         self.config = config or KubeletConfig()
         self.name = name
+        self.exhaustive = exhaustive
         cfg = self.config
         reserved_cpus = cfg.reserved_system_cpus
         if reserved_cpus is not None:
@@ -106,12 +121,14 @@ class KubeletNode:
             if missing:
                 raise InputError(f"reserved CPUs {missing} are not online CPUs of the machine", field="reservedSystemCPUs")
         self.reserved_cpu_millis = len(reserved_cpus) * 1000 if reserved_cpus else cfg.reserved_cpu_millis
-        self.topology_manager = TopologyManager(
+        manager = TopologyManager if exhaustive else MaskTopologyManager
+        prefer_closest = cfg.topology_manager_options.get("prefer-closest-numa-nodes")
+        self.topology_manager = manager(
             machine.numa_ids,
             policy=cfg.topology_manager_policy,
             scope=cfg.topology_manager_scope,
             options=dict(cfg.topology_manager_options),
-            distances=machine if cfg.topology_manager_options.get("prefer-closest-numa-nodes") else None,
+            distances=numa_distances(machine) if prefer_closest else None,
             merge=merge,
         )
         self.devices = DeviceManager(machine.numa_ids, {r: list(d) for r, d in (device_plugins or {}).items()})
@@ -383,6 +400,12 @@ class _DeviceProvider(_Provider):
     def get_pod_topology_hints(self, pod: Pod) -> Any:
         return self.node.devices.get_pod_topology_hints(pod)
 
+    def topology_masks(self, pod: Pod, container: Container, *, single_numa_only: bool) -> Any:
+        return self.node.devices.topology_masks(pod, container, single_numa_only=single_numa_only)
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool) -> Any:
+        return self.node.devices.pod_topology_masks(pod, single_numa_only=single_numa_only)
+
     def allocate(self, pod: Pod, container: Container) -> None:
         self._record(pod, container, self.node.devices.allocate(pod, container, self._hint(pod, container)))
 
@@ -396,6 +419,12 @@ class _CPUProvider(_Provider):
     def get_pod_topology_hints(self, pod: Pod) -> Any:
         return self.node.cpu.get_pod_topology_hints(pod)  # type: ignore[union-attr]
 
+    def topology_masks(self, pod: Pod, container: Container, *, single_numa_only: bool) -> Any:
+        return self.node.cpu.topology_masks(pod, container, single_numa_only=single_numa_only)  # type: ignore[union-attr]
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool) -> Any:
+        return self.node.cpu.pod_topology_masks(pod, single_numa_only=single_numa_only)  # type: ignore[union-attr]
+
     def allocate(self, pod: Pod, container: Container) -> None:
         self._record(pod, container, self.node.cpu.allocate(pod, container))  # type: ignore[union-attr]
 
@@ -408,6 +437,12 @@ class _MemoryProvider(_Provider):
 
     def get_pod_topology_hints(self, pod: Pod) -> Any:
         return self.node.memory.get_pod_topology_hints(pod)  # type: ignore[union-attr]
+
+    def topology_masks(self, pod: Pod, container: Container, *, single_numa_only: bool) -> Any:
+        return self.node.memory.topology_masks(pod, container, single_numa_only=single_numa_only)  # type: ignore[union-attr]
+
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool) -> Any:
+        return self.node.memory.pod_topology_masks(pod, single_numa_only=single_numa_only)  # type: ignore[union-attr]
 
     def allocate(self, pod: Pod, container: Container) -> None:
         try:

@@ -27,12 +27,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.fast_merge import _fast_best, fast_merge_hints
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.topology_manager import (
     POLICY_NONE,
+    POLICY_SINGLE_NUMA_NODE,
+    Hint,
+    MergeProblem,
     PolicyOptions,
     TopologyAffinityError,
     UnexpectedAdmissionError,
+    _exhaustive_best,
+    _filter_providers,
+    _filter_single_numa,
+    finish_merge,
     merge_hints,
     prepare_merge,
 )
@@ -45,6 +53,7 @@ __all__ = [
     "SCOPE_CONTAINER",
     "SCOPE_POD",
     "HintProvider",
+    "MaskTopologyManager",
     "TopologyManager",
     "admit_pod",
     "container_providers_hints",
@@ -133,6 +142,7 @@ class TopologyManager:
         self.scope = scope
         self.options = problem.options
         self.numa_nodes = problem.numa_ids
+        self._empty_problem = problem
         self._distances = distances
         self._feature_gates = feature_gates
         self._merge = merge
@@ -212,7 +222,7 @@ class TopologyManager:
     def _admit_container_scope(self, pod: Pod, containers: Sequence[Container]) -> dict[str, TopologyHint]:
         chosen: dict[str, TopologyHint] = {}
         for container in containers:
-            hint, admit = self.merge(container_providers_hints(pod, container, self._providers))
+            hint, admit = self._container_merge(pod, container)
             if not admit:
                 raise TopologyAffinityError(pod=pod.key, container=container.name, hint=hint)
             self._record(pod, container.name, hint)
@@ -221,7 +231,7 @@ class TopologyManager:
         return chosen
 
     def _admit_pod_scope(self, pod: Pod, containers: Sequence[Container]) -> dict[str, TopologyHint]:
-        hint, admit = self.merge(pod_providers_hints(pod, self._providers))
+        hint, admit = self._pod_merge(pod)
         if not admit:
             raise TopologyAffinityError(pod=pod.key, container=None, hint=hint)
         chosen: dict[str, TopologyHint] = {}
@@ -230,6 +240,12 @@ class TopologyManager:
             self._allocate(pod, container)
             chosen[container.name] = hint
         return chosen
+
+    def _container_merge(self, pod: Pod, container: Container) -> tuple[TopologyHint, bool]:
+        return self.merge(container_providers_hints(pod, container, self._providers))
+
+    def _pod_merge(self, pod: Pod) -> tuple[TopologyHint, bool]:
+        return self.merge(pod_providers_hints(pod, self._providers))
 
     def _record(self, pod: Pod, container_name: str, hint: TopologyHint) -> None:
         self._hints.setdefault(_pod_uid(pod), {})[container_name] = hint
@@ -242,6 +258,93 @@ class TopologyManager:
                 if isinstance(err, InputError) or isinstance(getattr(err, "reason", None), str):
                     raise
                 raise UnexpectedAdmissionError(err, pod=pod.key, container=container.name) from err
+
+
+# The merges whose choice among the normalised hint lists is known, by the function a manager is given.
+_BEST_OF_MERGE: dict[Any, Callable[[MergeProblem], Hint]] = {
+    merge_hints: _exhaustive_best,
+    fast_merge_hints: _fast_best,
+}
+_NO_PREFERENCE: tuple[Hint, ...] = ((None, True),)
+_NO_AFFINITY: tuple[Hint, ...] = ((None, False),)
+
+
+class MaskTopologyManager(TopologyManager):
+    """A :class:`TopologyManager` that lets its providers hand over hints as int masks; same decisions.
+
+    A provider with ``topology_masks(pod, container, *, single_numa_only)`` and
+    ``pod_topology_masks(pod, *, single_numa_only)`` (the kubelet's own managers) answers
+    ``None`` or ``{resource: [(NUMA mask, preferred), ...] | None}`` (bit n is NUMA node n);
+    those answers are trusted as they are, so no hint is converted or checked again. Under the
+    single-numa-node policy providers are asked for the single-NUMA hints only, the only ones
+    that policy's merge reads. Other providers are asked with the :class:`HintProvider`
+    methods and checked as :func:`merge_hints` checks them.
+
+    The merged hint is chosen as ``merge`` chooses (:func:`merge_hints` or
+    :func:`~toposched.kubelet.fast_merge.fast_merge_hints`); with any other merge function
+    every provider is asked for ``TopologyHint`` lists and the merge is called as in
+    :class:`TopologyManager`.
+    """
+
+    def __init__(self, numa_nodes: Iterable[int], **kwargs: Any) -> None:
+        super().__init__(numa_nodes, **kwargs)
+        self._best = _BEST_OF_MERGE.get(self._merge)
+        self._single_numa_only = self.policy == POLICY_SINGLE_NUMA_NODE
+        self._node_set = frozenset(self.numa_nodes)
+        self._bits = {n: 1 << n for n in self.numa_nodes}
+
+    def _normalised(self, answer: Any) -> list[tuple[Hint, ...]]:
+        """Upstream ``filterProvidersHints`` on one trusted answer."""
+        if not answer:
+            return [_NO_PREFERENCE]
+        out = []
+        for hints in answer.values():
+            if hints is None:
+                out.append(_NO_PREFERENCE)
+            elif not hints:
+                out.append(_NO_AFFINITY)
+            else:
+                out.append(tuple(hints))
+        return out
+
+    def _merge_lists(self, lists: list[tuple[Hint, ...]]) -> tuple[TopologyHint, bool]:
+        if self._single_numa_only:
+            lists = _filter_single_numa(lists)
+        template = self._empty_problem
+        problem = MergeProblem(
+            template.policy, template.numa_ids, template.default, tuple(lists), template.options, template.distances
+        )
+        assert self._best is not None
+        mask, preferred = self._best(problem)
+        return finish_merge(problem, mask, preferred)
+
+    def _container_merge(self, pod: Pod, container: Container) -> tuple[TopologyHint, bool]:
+        if self._best is None:
+            return super()._container_merge(pod, container)
+        lists: list[tuple[Hint, ...]] = []
+        for index, provider in enumerate(self._providers):
+            masks = getattr(provider, "topology_masks", None)
+            if masks is not None:
+                lists.extend(self._normalised(masks(pod, container, single_numa_only=self._single_numa_only)))
+            else:
+                lists.extend(
+                    _filter_providers([provider.get_topology_hints(pod, container)], self._node_set, self._bits, index)
+                )
+        return self._merge_lists(lists)
+
+    def _pod_merge(self, pod: Pod) -> tuple[TopologyHint, bool]:
+        if self._best is None:
+            return super()._pod_merge(pod)
+        lists: list[tuple[Hint, ...]] = []
+        for index, provider in enumerate(self._providers):
+            masks = getattr(provider, "pod_topology_masks", None)
+            if masks is not None:
+                lists.extend(self._normalised(masks(pod, single_numa_only=self._single_numa_only)))
+            else:
+                lists.extend(
+                    _filter_providers([provider.get_pod_topology_hints(pod)], self._node_set, self._bits, index)
+                )
+        return self._merge_lists(lists)
 
 
 def admit_pod(

@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import product
+from functools import lru_cache
+from itertools import combinations, product
 from typing import Any
 
 from toposched.errors import InputError, ToposchedError
@@ -58,6 +59,7 @@ __all__ = [
     "merge_hints",
     "narrowest_mask",
     "numa_distances",
+    "numa_subsets",
     "parse_policy_options",
     "prepare_merge",
 ]
@@ -206,6 +208,27 @@ def numa_distances(machine: Any) -> dict[int, dict[int, int]]:
     return {a: {b: machine.distance(a, b) for b in ids} for a in ids}
 
 
+@lru_cache(maxsize=256)
+def numa_subsets(numa_ids: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """Every non-empty subset of ``numa_ids`` in upstream's ``IterateBitMasks`` order, computed once.
+
+    Each subset is ``(positions, mask, width)``: ``positions`` has bit i set for the i-th id of
+    ``numa_ids`` (so running sums over subsets can be built in ``range(1, 2**len(ids))``
+    order), ``mask`` has bit n set for NUMA node n, ``width`` is the number of nodes. The
+    order is :func:`~toposched.kubelet.hints.iterate_masks`'s: by width, then
+    lexicographically by the ids in the order given (ascending ids give upstream's order).
+    """
+    out = []
+    for width in range(1, len(numa_ids) + 1):
+        for combo in combinations(range(len(numa_ids)), width):
+            positions = mask = 0
+            for i in combo:
+                positions |= 1 << i
+                mask |= 1 << numa_ids[i]
+            out.append((positions, mask, width))
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # The normalised merge problem shared by the exhaustive merge and the fast path.
 
@@ -301,12 +324,14 @@ def _convert_hint(hint: Any, node_set: frozenset[int], bits: Mapping[int, int], 
     return (mask, hint.preferred)
 
 
-def _filter_providers(providers: Any, node_set: frozenset[int], bits: Mapping[int, int]) -> list[tuple[Hint, ...]]:
-    """Upstream ``filterProvidersHints`` with validation and int masks."""
+def _filter_providers(
+    providers: Any, node_set: frozenset[int], bits: Mapping[int, int], first_index: int = 0
+) -> list[tuple[Hint, ...]]:
+    """Upstream ``filterProvidersHints`` with validation and int masks (errors count providers from ``first_index``)."""
     if isinstance(providers, (str, bytes, Mapping)) or not isinstance(providers, Iterable):
         raise InputError("must be a list of provider hint maps (or None)", field="providers")
     out: list[tuple[Hint, ...]] = []
-    for i, hints in enumerate(providers):
+    for i, hints in enumerate(providers, first_index):
         if hints is None or (isinstance(hints, Mapping) and len(hints) == 0):
             out.append(((None, True),))
             continue
