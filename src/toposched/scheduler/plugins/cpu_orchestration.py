@@ -1,0 +1,947 @@
+"""CPUOrchestration: exact cpusets with CPU bind policies, on nodes where the toposched agent enforces them.
+
+A node is **agent-managed** when the toposched agent, not the kubelet's static CPU manager,
+writes the cpusets of its containers. The node says so with the value ``agent`` of
+``toposched.io/cpu-enforcement``, read from (first found wins) the top-level attributes of its
+latest NodeResourceTopology report, the attributes of the machine the scheduler holds for it,
+and its node label. ``kubelet`` (or nothing) means the kubelet decides; any other value makes
+the node unusable for pods with exclusive CPUs, with a Status naming the field.
+
+What a pod asks (:func:`~toposched.scheduler.intent.pod_intent`): a bind policy ``FullPCPUs``
+(whole physical cores only, never an SMT sibling shared with another pod) or ``SpreadByPCPUs``
+(one thread per physical core first), required or preferred, and an exclusivity
+``PCPULevel`` (keep other exclusive pods off the same physical cores) or ``NUMANodeLevel``
+(off the same NUMA nodes), always a preference. A node may force a policy on every pod with
+exclusive CPUs: Koordinator's label ``node.koordinator.sh/cpu-bind-policy`` (``FullPCPUsOnly``,
+``SpreadByPCPUs``, ``None``) or the kubelet's ``full-pcpus-only`` option. The semantics are
+Koordinator's NodeNUMAResource plugin (``pkg/scheduler/plugins/nodenumaresource``): its Filter
+(reasons kept verbatim), ``getCPUBindPolicy``, ``filterCPUsByRequiredCPUBindPolicy`` and the CPU
+accumulator ``takeCPUs`` (:func:`take_cpus`, rewritten here with its test tables).
+
+Which containers get exclusive CPUs follows the kubelet (Guaranteed pod, whole-CPU request); the
+bind policy says how they are bound. In the cycle:
+
+* **Filter** (``filter`` per node, ``filter_all`` over rows: the same verdict) refuses nodes that
+  cannot honour the policy: a conflict between the pod's required policy and the node's, a
+  FullPCPUs request that is not a whole number of cores, too few free whole cores (or free
+  physical cores for SpreadByPCPUs) on the node or, under ``single-numa-node``, on one NUMA node.
+* **confirm** (after Reserve, which admitted the pod into the node's kubelet replica) checks the
+  replica's cpusets. Where they break the policy (a split core, a shared exclusive core), on an
+  agent-managed node it computes the cpuset the agent should enforce instead with
+  :func:`take_cpus`, first within the container's NUMA nodes, and records the replacement
+  :class:`Placement` in the cycle state under :data:`PLACEMENT_OVERRIDE_KEY`; on a
+  kubelet-managed node a required policy the kubelet would break refuses the node.
+* **reserve** applies that replacement to the replica and the ledger (:func:`apply_placement`),
+  so the decision, the next pods' view and Unreserve all see the cpuset the agent enforces.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.cpu_assignment import CPUAllocationError, take_by_topology
+from toposched.scheduler.cluster import Cluster, NodeRecord
+from toposched.scheduler.framework import CycleState, registry
+from toposched.scheduler.intent import (
+    FULL_PCPUS,
+    KOORDINATOR_RESOURCE_SPEC,
+    NUMA_NODE_LEVEL,
+    PCPU_LEVEL,
+    SPREAD_BY_PCPUS,
+    NodePolicy,
+    PodIntent,
+    effective_policy,
+    node_topology_policy,
+    pod_intent,
+)
+from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.status import Status
+from toposched.scheduler.table import NodeTable
+from toposched.topology import CPUSet, Machine
+from toposched.workload import Pod
+
+__all__ = [
+    "CPU_ENFORCEMENT",
+    "ENFORCEMENT_AGENT",
+    "ENFORCEMENT_KUBELET",
+    "KOORDINATOR_CPU_BIND_POLICY_LABEL",
+    "LEAST_ALLOCATED",
+    "MOST_ALLOCATED",
+    "NODE_FULL_PCPUS_ONLY",
+    "NODE_SPREAD_BY_PCPUS",
+    "PLACEMENT_OVERRIDE_KEY",
+    "CPUOrchestration",
+    "CPUTakeError",
+    "FlaggedNodes",
+    "apply_placement",
+    "cpu_enforcement",
+    "node_cpu_bind_policy",
+    "resolve_cpu_bind_policy",
+    "take_cpus",
+]
+
+CPU_ENFORCEMENT = "toposched.io/cpu-enforcement"
+ENFORCEMENT_AGENT = "agent"
+ENFORCEMENT_KUBELET = "kubelet"
+_ENFORCEMENTS = (ENFORCEMENT_AGENT, ENFORCEMENT_KUBELET)
+
+KOORDINATOR_CPU_BIND_POLICY_LABEL = "node.koordinator.sh/cpu-bind-policy"
+NODE_FULL_PCPUS_ONLY = "FullPCPUsOnly"
+NODE_SPREAD_BY_PCPUS = "SpreadByPCPUs"
+_NODE_NONE = "None"
+_NODE_BIND_POLICIES = (NODE_FULL_PCPUS_ONLY, NODE_SPREAD_BY_PCPUS, _NODE_NONE)
+_NODE_TO_POD_POLICY = {NODE_FULL_PCPUS_ONLY: FULL_PCPUS, NODE_SPREAD_BY_PCPUS: SPREAD_BY_PCPUS}
+
+MOST_ALLOCATED = "MostAllocated"
+LEAST_ALLOCATED = "LeastAllocated"
+_STRATEGIES = (MOST_ALLOCATED, LEAST_ALLOCATED)
+
+# The CycleState key under which a confirm hook leaves the placement that replaces the
+# replica's (ZoneCapacity reads it too, so it judges the cpuset the agent will enforce).
+PLACEMENT_OVERRIDE_KEY = "placement-override"
+
+# Koordinator's reasons, verbatim, so aggregated reasons read as upstream's.
+REASON_INVALID_TOPOLOGY = "node(s) invalid CPU Topology"
+REASON_SMT_ALIGNMENT = "node(s) requested cpus not multiple cpus per core"
+REASON_BIND_CONFLICT = "node(s) cpu bind policy conflicts with pod's required cpu bind policy"
+REASON_NOT_INTEGER = "the requested CPUs must be integer"
+REASON_NOT_ENOUGH = "not enough cpus available to satisfy request"
+REASON_FAILED = "failed to allocate cpus"
+REASON_INSUFFICIENT = "insufficient CPUs to satisfy required cpu bind policy"
+
+_UNIT = {FULL_PCPUS: "free whole cores", SPREAD_BY_PCPUS: "free physical cores"}
+
+
+# ---- the node ------------------------------------------------------------------------------
+
+
+def cpu_enforcement(record: NodeRecord) -> str:
+    """Who enforces the node's cpusets: ``agent`` or ``kubelet`` (the default).
+
+    Read from the latest report's top-level attributes, else the machine's attributes, else the
+    node label ``toposched.io/cpu-enforcement``. An unknown value raises InputError naming the
+    field and where it was read.
+    """
+    sources: list[tuple[Mapping[str, str], str, str]] = []
+    if record.nrt is not None:
+        sources.append((record.nrt.attributes, f"attributes.{CPU_ENFORCEMENT}", record.nrt.origin))
+    if record.model is not None:
+        sources.append((record.model.machine.attributes, f"attributes.{CPU_ENFORCEMENT}", f"machine of node {record.name}"))
+    sources.append((record.spec.labels, f"labels.{CPU_ENFORCEMENT}", f"node {record.name}"))
+    for attributes, field, where in sources:
+        value = attributes.get(CPU_ENFORCEMENT)
+        if value:
+            if value not in _ENFORCEMENTS:
+                raise InputError(f"CPU enforcement {value!r} is not one of 'agent', 'kubelet'", field=field, source=where)
+            return value
+    return ENFORCEMENT_KUBELET
+
+
+def node_cpu_bind_policy(labels: Mapping[str, str], *, kubelet_full_pcpus_only: bool = False,
+                         node_name: str = "") -> str:
+    """The bind policy a node forces on pods with exclusive CPUs (Koordinator's ``GetNodeCPUBindPolicy``).
+
+    ``FullPCPUsOnly`` when the label ``node.koordinator.sh/cpu-bind-policy`` says so or the
+    kubelet runs the static policy with ``full-pcpus-only``; ``SpreadByPCPUs`` from the label;
+    otherwise "" (none). An unknown label value raises InputError naming the label (Koordinator
+    would silently read it as none).
+    """
+    value = labels.get(KOORDINATOR_CPU_BIND_POLICY_LABEL, "")
+    if value and value not in _NODE_BIND_POLICIES:
+        shown = ", ".join(repr(p) for p in _NODE_BIND_POLICIES)
+        raise InputError(f"CPU bind policy {value!r} is not one of {shown}",
+                         field=f"labels.{KOORDINATOR_CPU_BIND_POLICY_LABEL}", source=f"node {node_name}".strip())
+    if value == NODE_FULL_PCPUS_ONLY or kubelet_full_pcpus_only:
+        return NODE_FULL_PCPUS_ONLY
+    return NODE_SPREAD_BY_PCPUS if value == NODE_SPREAD_BY_PCPUS else ""
+
+
+def resolve_cpu_bind_policy(intent: PodIntent, node_policy: str, default: str = "") -> tuple[str, bool, Status | None]:
+    """The bind policy to apply to the pod on a node, whether it is required, or a refusal.
+
+    Koordinator's ``getCPUBindPolicy`` with its Filter's conflict check: the pod's required
+    policy wins and must equal the node's forced one (else UnschedulableAndUnresolvable, reason
+    ``node(s) cpu bind policy conflicts with pod's required cpu bind policy``); a forced node
+    policy is required; otherwise the pod's preferred policy, else ``default``, not required.
+    """
+    forced = _NODE_TO_POD_POLICY.get(node_policy, "")
+    required = intent.cpu_bind_policy if intent.cpu_bind_required else ""
+    if required and forced and required != forced:
+        reason = (f"{REASON_BIND_CONFLICT}: the pod requires {required} ({intent.cpu_bind_source}), "
+                  f"the node allows only {forced}")
+        return "", False, Status.unresolvable(reason)
+    if required:
+        return required, True, None
+    if forced:
+        return forced, True, None
+    return intent.cpu_bind_policy or default, False, None
+
+
+# ---- Koordinator's CPU accumulator ---------------------------------------------------------------
+
+
+class CPUTakeError(ToposchedError):
+    """The accumulator cannot give the CPUs asked for; the text is Koordinator's message."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Topology:
+    """Koordinator's ``CPUTopology`` of a machine: per-CPU socket, NUMA node and core, and the average sizes."""
+
+    socket: dict[int, int]
+    numa: dict[int, int]
+    core: dict[int, int]
+    socket_mask: dict[int, int]
+    cpus_per_core: int
+    cpus_per_node: int
+    cpus_per_socket: int
+
+
+_TOPOLOGIES: weakref.WeakKeyDictionary[Machine, _Topology] = weakref.WeakKeyDictionary()
+
+
+def _topology(machine: Machine) -> _Topology:
+    known = _TOPOLOGIES.get(machine)
+    if known is None:
+        socket_mask: dict[int, int] = {}
+        for c in machine.cpus:
+            socket_mask[c.socket_id] = socket_mask.get(c.socket_id, 0) | 1 << c.id
+        num = len(machine.cpus)
+        nodes = sum(1 for n in machine.numa_nodes if n.cpus)
+        known = _TOPOLOGIES[machine] = _Topology(
+            socket={c.id: c.socket_id for c in machine.cpus},
+            numa={c.id: c.numa_id for c in machine.cpus},
+            core={c.id: c.core_id for c in machine.cpus},
+            socket_mask=socket_mask,
+            # Koordinator's CPUsPerCore/Node/Socket: averages, integer division included.
+            cpus_per_core=num // len(machine.cores) if machine.cores else 0,
+            cpus_per_node=num // nodes if nodes else 0,
+            cpus_per_socket=num // len(machine.sockets) if machine.sockets else 0,
+        )
+    return known
+
+
+class _Accumulator:
+    """Koordinator's ``cpuAccumulator`` (reference counts of shared CPUs left out: ours are never shared)."""
+
+    def __init__(self, topo: _Topology, available: CPUSet, held: Mapping[int, str], count: int,
+                 exclusive_policy: str, strategy: str) -> None:
+        self.topo = topo
+        self.free: set[int] = set(available)
+        self.needed = count
+        self.policy = exclusive_policy
+        self.exclusive = exclusive_policy in (PCPU_LEVEL, NUMA_NODE_LEVEL)
+        self.most = strategy == MOST_ALLOCATED
+        self.exclusive_cores = {topo.core[c] for c, p in held.items() if p == PCPU_LEVEL}
+        self.exclusive_numas = {topo.numa[c] for c, p in held.items() if p == NUMA_NODE_LEVEL}
+        self.result = 0
+
+    def take(self, cpus: Iterable[int]) -> None:
+        for cpu in cpus:
+            self.result |= 1 << cpu
+            self.free.discard(cpu)
+            self.needed -= 1
+            if self.policy == PCPU_LEVEL:
+                self.exclusive_cores.add(self.topo.core[cpu])
+            elif self.policy == NUMA_NODE_LEVEL:
+                self.exclusive_numas.add(self.topo.numa[cpu])
+
+    def needs(self, n: int) -> bool:
+        return self.needed >= n
+
+    def satisfied(self) -> bool:
+        return self.needed < 1
+
+    def failed(self) -> bool:
+        return self.needed > len(self.free)
+
+    def _pcpu_conflict(self, cpu: int) -> bool:
+        return self.policy == PCPU_LEVEL and self.topo.core[cpu] in self.exclusive_cores
+
+    def _numa_conflict(self, cpu: int) -> bool:
+        return self.policy == NUMA_NODE_LEVEL and self.topo.numa[cpu] in self.exclusive_numas
+
+    def _score(self, value: int) -> int:
+        # MostAllocated puts the unit with the fewest free CPUs first; LeastAllocated the most.
+        return value if self.most else -value
+
+    def _extract(self, cpus: list[int]) -> list[int]:
+        """One CPU per core, the first of each core in the given order."""
+        seen: set[int] = set()
+        out = []
+        for cpu in cpus:
+            core = self.topo.core[cpu]
+            if core not in seen:
+                seen.add(core)
+                out.append(cpu)
+        return out
+
+    def _cores_sorted(self, cores: list[int], cpus_in_core: Mapping[int, list[int]]) -> list[int]:
+        ordered = sorted(cores, key=lambda c: (-len(cpus_in_core[c]), c))
+        return [cpu for c in ordered for cpu in sorted(cpus_in_core[c])]
+
+    def free_cores_in_node(self, full_only: bool, filter_exclusive: bool) -> list[list[int]]:
+        """The free cores of each NUMA node, nodes in the strategy's order (``freeCoresInNode``)."""
+        cpus_in_core: dict[int, list[int]] = {}
+        socket_free: Counter[int] = Counter()
+        for cpu in self.free:
+            if filter_exclusive and self._numa_conflict(cpu):
+                continue
+            cpus_in_core.setdefault(self.topo.core[cpu], []).append(cpu)
+            socket_free[self.topo.socket[cpu]] += 1
+        cores_in_node: dict[int, list[int]] = {}
+        for core, cpus in cpus_in_core.items():
+            if full_only and len(cpus) != self.topo.cpus_per_core:
+                continue
+            cores_in_node.setdefault(self.topo.numa[cpus[0]], []).append(core)
+        lists = {node: self._cores_sorted(cores, cpus_in_core) for node, cores in cores_in_node.items()}
+        order = sorted(lists, key=lambda n: (self._score(len(lists[n])),
+                                             self._score(socket_free[self.topo.socket[lists[n][0]]]), n))
+        return [lists[n] for n in order]
+
+    def free_cores_in_socket(self, full_only: bool) -> list[list[int]]:
+        """The free cores of each socket, sockets in the strategy's order (``freeCoresInSocket``)."""
+        cpus_in_core: dict[int, list[int]] = {}
+        for cpu in self.free:
+            cpus_in_core.setdefault(self.topo.core[cpu], []).append(cpu)
+        cores_in_socket: dict[int, list[int]] = {}
+        for core, cpus in cpus_in_core.items():
+            if full_only and len(cpus) != self.topo.cpus_per_core:
+                continue
+            cores_in_socket.setdefault(self.topo.socket[cpus[0]], []).append(core)
+        lists = {s: self._cores_sorted(cores, cpus_in_core) for s, cores in cores_in_socket.items()}
+        order = sorted(lists, key=lambda s: (self._score(len(lists[s])), s))
+        return [lists[s] for s in order]
+
+    def free_cpus_in_node(self, filter_exclusive: bool) -> list[list[int]]:
+        """The free CPUs of each NUMA node (one per core when filtering), nodes in the strategy's order."""
+        cpus_in_node: dict[int, list[int]] = {}
+        socket_free: Counter[int] = Counter()
+        for cpu in self.free:
+            if filter_exclusive and (self._pcpu_conflict(cpu) or self._numa_conflict(cpu)):
+                continue
+            cpus_in_node.setdefault(self.topo.numa[cpu], []).append(cpu)
+            socket_free[self.topo.socket[cpu]] += 1
+        node_free = {n: len(cpus) for n, cpus in cpus_in_node.items()}
+        lists = {}
+        for node, cpus in cpus_in_node.items():
+            cpus.sort()
+            lists[node] = self._extract(cpus) if filter_exclusive else cpus
+        order = sorted(lists, key=lambda n: (self._score(node_free[n]),
+                                             self._score(socket_free[self.topo.socket[lists[n][0]]]), n))
+        return [lists[n] for n in order]
+
+    def free_cpus_in_socket(self, filter_exclusive: bool) -> list[list[int]]:
+        """The free CPUs of each socket (one per core when filtering), sockets in the strategy's order."""
+        cpus_in_socket: dict[int, list[int]] = {}
+        for cpu in self.free:
+            if filter_exclusive and self._pcpu_conflict(cpu):
+                continue
+            cpus_in_socket.setdefault(self.topo.socket[cpu], []).append(cpu)
+        lists = {}
+        for socket, cpus in cpus_in_socket.items():
+            cpus.sort()
+            lists[socket] = self._extract(cpus) if filter_exclusive else cpus
+        order = sorted(lists, key=lambda s: (self._score(len(lists[s])), s))
+        return [lists[s] for s in order]
+
+    def free_cpus(self, filter_exclusive: bool) -> list[int]:
+        """Every free CPU, cores ordered as Koordinator's ``freeCPUs`` (sockets the result uses first)."""
+        cpus_in_core: dict[int, list[int]] = {}
+        node_free: Counter[int] = Counter()
+        socket_free: Counter[int] = Counter()
+        for cpu in self.free:
+            if filter_exclusive and (self._pcpu_conflict(cpu) or self._numa_conflict(cpu)):
+                continue
+            cpus_in_core.setdefault(self.topo.core[cpu], []).append(cpu)
+            node_free[self.topo.numa[cpu]] += 1
+            socket_free[self.topo.socket[cpu]] += 1
+        colocated = {s: (self.topo.socket_mask[s] & self.result).bit_count() for s in socket_free}
+
+        def key(core: int) -> tuple[int, ...]:
+            cpu = cpus_in_core[core][0]
+            socket, node = self.topo.socket[cpu], self.topo.numa[cpu]
+            return (-colocated[socket], self._score(socket_free[socket]), self._score(node_free[node]),
+                    len(cpus_in_core[core]), socket, core)
+
+        return [cpu for core in sorted(cpus_in_core, key=key) for cpu in sorted(cpus_in_core[core])]
+
+    def spread(self, cpus: list[int]) -> list[int]:
+        """Reorder so every core gives one CPU before any gives a second (``spreadCPUs``)."""
+        if len(cpus) <= self.topo.cpus_per_core:
+            return cpus
+        out: list[int] = []
+        pending = cpus
+        while pending:
+            seen: set[int] = set()
+            later = []
+            for cpu in pending:
+                core = self.topo.core[cpu]
+                if core in seen:
+                    later.append(cpu)
+                else:
+                    seen.add(core)
+                    out.append(cpu)
+            pending = later
+        return out
+
+
+def take_cpus(
+    machine: Machine,
+    available: CPUSet,
+    count: int,
+    *,
+    bind_policy: str = "",
+    exclusive_policy: str = "",
+    held: Mapping[int, str] | None = None,
+    strategy: str = MOST_ALLOCATED,
+) -> CPUSet:
+    """Pick ``count`` CPUs among ``available`` as Koordinator's ``takeCPUs`` does.
+
+    ``bind_policy`` ``FullPCPUs`` takes whole free cores, one NUMA node (then one socket) first,
+    in the order ``strategy`` gives (``MostAllocated``: the fullest unit that fits;
+    ``LeastAllocated``: the emptiest); anything else (``SpreadByPCPUs``, "") spreads one CPU per
+    core first. ``held`` maps CPUs other pods hold to those pods' exclusivity (``PCPULevel`` /
+    ``NUMANodeLevel`` / ""); with ``exclusive_policy`` set, CPUs on cores (NUMA nodes) held by
+    pods of the same exclusivity are avoided while others remain. When whole cores run out the
+    accumulator falls back to single CPUs, as upstream: callers that *require* a policy pass only
+    the CPUs that meet it (see :func:`_required_cpus`). Raises :class:`CPUTakeError` with
+    Koordinator's message when the CPUs are not there, InputError for bad arguments.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InputError(f"cannot take {count!r} CPUs: the count must be a non-negative integer", field="count")
+    if strategy not in _STRATEGIES:
+        raise InputError(f"NUMA allocate strategy {strategy!r} is not one of {', '.join(_STRATEGIES)}", field="strategy")
+    stray = available - machine.online
+    if stray:
+        raise InputError(f"the machine has no online CPUs {stray}", field="available")
+    topo = _topology(machine)
+    acc = _Accumulator(topo, available, held or {}, count, exclusive_policy, strategy)
+    if acc.satisfied():
+        return CPUSet()
+    if acc.failed():
+        raise CPUTakeError(REASON_NOT_ENOUGH)
+    full = bind_policy == FULL_PCPUS
+    per_core = topo.cpus_per_core
+    if full or per_core == 1:
+        if acc.needed <= topo.cpus_per_node:
+            for filter_exclusive in (True, False):
+                for cpus in acc.free_cores_in_node(True, filter_exclusive):
+                    if len(cpus) >= acc.needed:
+                        acc.take(cpus[: acc.needed])
+                        return CPUSet.from_mask(acc.result)
+        if acc.needed <= topo.cpus_per_socket:
+            for cpus in acc.free_cores_in_socket(True):
+                if len(cpus) >= acc.needed:
+                    acc.take(cpus[: acc.needed])
+                    return CPUSet.from_mask(acc.result)
+        # Too big for one socket, or every socket is partly used: the sockets with the most free
+        # cores first, whole; then cores from the fullest sockets that were too big to take whole.
+        by_size = sorted(acc.free_cores_in_socket(True), key=len, reverse=True)
+        unsatisfied = []
+        for cpus in by_size:
+            if not acc.needs(len(cpus)):
+                unsatisfied.append(cpus)
+                continue
+            acc.take(cpus)
+            if acc.satisfied():
+                return CPUSet.from_mask(acc.result)
+        if acc.needs(per_core):
+            for cpus in sorted(unsatisfied, key=len):
+                for i in range(0, len(cpus), per_core):
+                    acc.take(cpus[i: i + per_core])
+                    if acc.satisfied():
+                        return CPUSet.from_mask(acc.result)
+                    if not acc.needs(per_core):
+                        break
+    if not full:
+        if acc.needed <= topo.cpus_per_node:
+            for filter_exclusive in (True, False):
+                for cpus in acc.free_cpus_in_node(filter_exclusive):
+                    if len(cpus) >= acc.needed:
+                        acc.take(acc.spread(cpus)[: acc.needed])
+                        return CPUSet.from_mask(acc.result)
+        if acc.needed <= topo.cpus_per_socket:
+            for filter_exclusive in (True, False):
+                for cpus in acc.free_cpus_in_socket(filter_exclusive):
+                    if len(cpus) >= acc.needed:
+                        acc.take(acc.spread(cpus)[: acc.needed])
+                        return CPUSet.from_mask(acc.result)
+    for filter_exclusive in (True, False):
+        for cpu in acc.spread(acc.free_cpus(filter_exclusive)):
+            if acc.needs(1):
+                acc.take((cpu,))
+            if acc.satisfied():
+                return CPUSet.from_mask(acc.result)
+    raise CPUTakeError(REASON_FAILED)
+
+
+def _required_cpus(policy: str, available: CPUSet, machine: Machine) -> CPUSet:
+    """The CPUs a *required* policy may use (Koordinator's ``filterCPUsByRequiredCPUBindPolicy``).
+
+    FullPCPUs: the CPUs of cores whose every thread is free (a core as big as the average);
+    SpreadByPCPUs: the lowest free CPU of every core that has one.
+    """
+    topo = _topology(machine)
+    by_core: dict[int, int] = {}
+    for cpu in available:
+        core = topo.core[cpu]
+        by_core[core] = by_core.get(core, 0) | 1 << cpu
+    mask = 0
+    if policy == FULL_PCPUS:
+        for cpus in by_core.values():
+            if cpus.bit_count() == topo.cpus_per_core:
+                mask |= cpus
+    elif policy == SPREAD_BY_PCPUS:
+        for cpus in by_core.values():
+            mask |= cpus & -cpus
+    else:
+        return available
+    return CPUSet.from_mask(mask)
+
+
+def _honours_bind(policy: str, cpus: CPUSet, machine: Machine) -> bool:
+    """FullPCPUs: every SMT sibling of every CPU is in the set; SpreadByPCPUs: no two CPUs share a core."""
+    if policy == FULL_PCPUS:
+        return all(machine.siblings(cpu) <= cpus for cpu in cpus)
+    if policy == SPREAD_BY_PCPUS:
+        return len({machine.cpu(cpu).core_id for cpu in cpus}) == len(cpus)
+    return True
+
+
+def _honours_exclusive(policy: str, cpus: CPUSet, held: Mapping[int, str], machine: Machine) -> bool:
+    """No core (PCPULevel) or NUMA node (NUMANodeLevel) of ``cpus`` holds a CPU of another pod of that exclusivity."""
+    if policy == PCPU_LEVEL:
+        taken = {machine.cpu(c).core_id for c, p in held.items() if p == PCPU_LEVEL}
+        return not any(machine.cpu(c).core_id in taken for c in cpus)
+    if policy == NUMA_NODE_LEVEL:
+        taken = {machine.cpu(c).numa_id for c, p in held.items() if p == NUMA_NODE_LEVEL}
+        return not any(machine.cpu(c).numa_id in taken for c in cpus)
+    return True
+
+
+# ---- keeping a set of nodes current ----------------------------------------------------------
+
+
+class FlaggedNodes:
+    """The names of a cluster's nodes for which ``predicate(record)`` holds, kept current.
+
+    The cluster's change notifications mark nodes for re-evaluation, so reading :meth:`names`
+    costs what changed since the last read, not the cluster's size.
+    """
+
+    def __init__(self, cluster: Cluster, predicate: Callable[[NodeRecord], bool]) -> None:
+        self.cluster = cluster
+        self.predicate = predicate
+        self._flagged: set[str] = set()
+        self._dirty: set[str] = set(cluster.nodes)
+        cluster.subscribe(self._mark)
+
+    def _mark(self, name: str) -> None:
+        self._dirty.add(name)
+
+    def names(self) -> set[str]:
+        """The flagged node names now."""
+        if self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            for name in dirty:
+                record = self.cluster.nodes.get(name)
+                if record is not None and self.predicate(record):
+                    self._flagged.add(name)
+                else:
+                    self._flagged.discard(name)
+        return self._flagged
+
+    def positions(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Indices into ``rows`` of the rows whose node is flagged."""
+        flagged = [table.index[n] for n in self.names() if n in table.index]
+        if not flagged:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(np.isin(rows, np.asarray(flagged)))
+
+
+# ---- the plugin ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _exclusive_policy_of(resource_spec: str) -> str:
+    """The exclusivity a bound pod's Koordinator resource-spec states; "" when it states none or is malformed."""
+    try:
+        return pod_intent(Pod("bound", annotations={KOORDINATOR_RESOURCE_SPEC: resource_spec})).cpu_exclusive_policy
+    except InputError:
+        return ""
+
+
+def _exclusive_policy(pod: Pod) -> str:
+    spec = pod.annotations.get(KOORDINATOR_RESOURCE_SPEC)
+    return _exclusive_policy_of(spec) if spec else ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What the plugin needs of a pod, computed once per cycle."""
+
+    intent: PodIntent | None
+    containers: tuple[tuple[str, int, bool], ...] = ()  # (name, exclusive CPUs, its CPUs are reused later)
+    peak: int = 0  # the pod's exclusive CPUs at its peak
+    refusal: Status | None = None
+
+    @property
+    def needs(self) -> bool:
+        return bool(self.containers)
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeInfo:
+    """What a node says about CPU binding, or why it cannot be read."""
+
+    agent: bool = False
+    forced: str = ""  # the node's forced bind policy (FullPCPUsOnly / SpreadByPCPUs / "")
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """A node's verdict for a pod, with the policy that applies there when it passes."""
+
+    status: Status
+    policy: str = ""
+    required: bool = False
+    agent: bool = False
+    numa_policy: str = "none"
+
+
+@registry.register
+class CPUOrchestration:
+    """Exact cpusets honouring FullPCPUs / SpreadByPCPUs and PCPULevel / NUMANodeLevel; see the module notes.
+
+    Args: ``defaultCPUBindPolicy`` ("" (default), ``FullPCPUs`` or ``SpreadByPCPUs``): the
+    preferred policy for pods with exclusive CPUs that state none, on agent-managed nodes, and
+    what Koordinator's ``Default`` resolves to (``FullPCPUs`` when unset, as Koordinator);
+    ``numaAllocateStrategy`` (``MostAllocated`` (default) or ``LeastAllocated``): which NUMA node
+    or socket the accumulator fills first.
+    """
+
+    name = "CPUOrchestration"
+    exact_placement = True  # it reads and decides cpusets: Reserve must go through the kubelet replica
+    _ARGS = ("defaultCPUBindPolicy", "numaAllocateStrategy")
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        args = dict(args or {})
+        unknown = sorted(set(args) - set(self._ARGS))
+        if unknown:
+            raise InputError(f"unknown arguments {unknown}; known: {', '.join(self._ARGS)}", field=f"{self.name}.args")
+        self.default_policy = args.get("defaultCPUBindPolicy", "")
+        if self.default_policy not in ("", FULL_PCPUS, SPREAD_BY_PCPUS):
+            raise InputError(f"{self.default_policy!r} is not one of '', {FULL_PCPUS}, {SPREAD_BY_PCPUS}",
+                             field=f"{self.name}.args.defaultCPUBindPolicy")
+        self.strategy = args.get("numaAllocateStrategy", MOST_ALLOCATED)
+        if self.strategy not in _STRATEGIES:
+            raise InputError(f"{self.strategy!r} is not one of {', '.join(_STRATEGIES)}",
+                             field=f"{self.name}.args.numaAllocateStrategy")
+        self._infos: dict[str, tuple[Any, Any, Any, _NodeInfo]] = {}
+        self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
+
+    # ---- the pod
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """Read the pod's intent once; a bind policy over a fractional CPU request is refused (Koordinator's PreFilter)."""
+        request = self._request(state, pod)
+        return request.refusal or Status.success()
+
+    def _request(self, state: CycleState, pod: Pod) -> _Request:
+        key = f"{self.name}.request"
+        request = state.get(key)
+        if request is None:
+            request = state[key] = self._read(state, pod)
+        return request
+
+    def _read(self, state: CycleState, pod: Pod) -> _Request:
+        try:
+            # NUMAAlignment reads the intent with Koordinator's default, FullPCPUs: reuse it when ours is the same.
+            shared = state.get("PodIntent") if self.default_policy in ("", FULL_PCPUS) else None
+            intent = shared or pod_intent(pod, default_cpu_bind_policy=self.default_policy or FULL_PCPUS)
+        except InputError as err:
+            return _Request(None, refusal=Status.unresolvable(str(err), plugin=self.name))
+        cpu = intent.requests.get("cpu", 0)
+        if intent.cpu_bind_policy and cpu % 1000:
+            reason = (f"{REASON_NOT_INTEGER}: the pod asks for {intent.cpu_bind_policy} ({intent.cpu_bind_source}) "
+                      f"with a CPU request of {cpu}m")
+            return _Request(intent, refusal=Status.unresolvable(reason, plugin=self.name))
+        containers = []
+        for c in pod.all_containers:
+            count = intent.exclusive_cpus.get(c.name, 0)
+            if count:
+                reused = c in pod.init_containers and not c.is_sidecar
+                containers.append((c.name, count, reused))
+        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus)
+
+    # ---- the node
+
+    def _node_info(self, record: NodeRecord) -> _NodeInfo:
+        cached = self._infos.get(record.name)
+        if cached is not None and cached[0] is record.nrt and cached[1] is record.model and cached[2] is record.spec:
+            return cached[3]
+        try:
+            agent = cpu_enforcement(record) == ENFORCEMENT_AGENT
+            full_only = bool(record.model and record.model.cpu and record.model.cpu.options.full_pcpus_only)
+            info = _NodeInfo(agent, node_cpu_bind_policy(record.spec.labels, kubelet_full_pcpus_only=full_only,
+                                                         node_name=record.name))
+        except InputError as err:
+            info = _NodeInfo(error=f"cannot tell how the node binds CPUs: {err}")
+        self._infos[record.name] = (record.nrt, record.model, record.spec, info)
+        return info
+
+    def _flagged(self, cluster: Cluster) -> FlaggedNodes:
+        """Nodes that force a bind policy or whose CPU binding cannot be read: the only ones a pod without a policy can fail on."""
+        flags = self._flags.get(cluster)
+        if flags is None:
+            def forcing(record: NodeRecord) -> bool:
+                info = self._node_info(record)
+                return bool(info.forced or info.error)
+            flags = self._flags[cluster] = FlaggedNodes(cluster, forcing)
+        return flags
+
+    def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
+        """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
+        request = self._request(state, pod)
+        if request.refusal is not None:
+            return _Verdict(request.refusal)
+        intent = request.intent
+        if not request.needs or intent is None:
+            return _Verdict(Status.success())
+        if node.model is None:
+            if intent.cpu_bind_required:
+                reason = (f"{REASON_INVALID_TOPOLOGY}: the node has no topology data to bind the pod's CPUs "
+                          f"as {intent.cpu_bind_policy} requires")
+                return _Verdict(Status.unresolvable(reason, plugin=self.name))
+            return _Verdict(Status.success())
+        info = self._node_info(node)
+        if info.error:
+            return _Verdict(Status.unresolvable(info.error, plugin=self.name))
+        policy, required, refusal = resolve_cpu_bind_policy(intent, info.forced, self.default_policy if info.agent else "")
+        if refusal is not None:
+            return _Verdict(refusal.with_plugin(self.name))
+        if not policy and not (info.agent and node.model.cpu is None):
+            return _Verdict(Status.success())  # the kubelet's replica decides the CPUs, and nothing constrains them
+        machine = node.model.machine
+        per_core = _topology(machine).cpus_per_core
+        if policy == FULL_PCPUS and required and per_core:
+            for name, count, _ in request.containers:
+                if count % per_core:
+                    reason = (f"{REASON_SMT_ALIGNMENT}: container {name} asks for {count} CPUs under FullPCPUs, "
+                              f"cores have {per_core} threads")
+                    return _Verdict(Status.unresolvable(reason, plugin=self.name))
+        if not info.agent and required and node.model.cpu is None:
+            reason = (f"the pod requires {policy} but the node's kubelet gives no exclusive CPUs (CPU manager "
+                      f"policy none) and {CPU_ENFORCEMENT} is not '{ENFORCEMENT_AGENT}'")
+            return _Verdict(Status.unresolvable(reason, plugin=self.name))
+        try:
+            node_policy = node_topology_policy(node.nrt, node.spec.labels, node_name=node.name) if node.nrt is not None \
+                else NodePolicy(node.policy, node.scope, "kubelet")
+        except InputError as err:
+            return _Verdict(Status.unresolvable(str(err), plugin=self.name))
+        numa_policy, mismatch = effective_policy(intent, node_policy)
+        if mismatch is not None:
+            return _Verdict(mismatch.with_plugin(self.name))
+        return _Verdict(Status.success(), policy, required, info.agent, numa_policy)
+
+    def _free(self, node: NodeRecord, exclude: str | None = None) -> tuple[CPUSet, dict[int, str]]:
+        """CPUs no other pod holds (reserved CPUs excluded), and the held CPUs of pods with an exclusivity."""
+        model = node.model
+        assert model is not None
+        if model.cpu is not None:
+            allocatable = model.cpu.allocatable_cpus()
+        else:
+            allocatable = model.machine.online - (model.config.reserved_system_cpus or CPUSet())
+        held_mask = 0
+        held: dict[int, str] = {}
+        for uid, entry in node.pods.items():
+            if uid == exclude or entry.placement is None:
+                continue
+            cpus = entry.placement.cpuset
+            if not cpus:
+                continue
+            held_mask |= cpus.mask
+            policy = _exclusive_policy(entry.pod)
+            if policy:
+                for cpu in cpus:
+                    held[cpu] = policy
+        return CPUSet.from_mask(allocatable.mask & ~held_mask), held
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """Whether the node can bind the pod's exclusive CPUs as its policy requires (exact for the node's state)."""
+        verdict = self._verdict(state, pod, node)
+        if not verdict.status.is_success or not verdict.required:
+            return verdict.status
+        request = self._request(state, pod)
+        machine = node.model.machine  # type: ignore[union-attr]
+        free, _ = self._free(node)
+        usable = _required_cpus(verdict.policy, free, machine)
+        unit = _UNIT[verdict.policy]
+        if len(usable) < request.peak:
+            reason = f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {len(usable)}"
+            return Status.unschedulable(reason, plugin=self.name)
+        if verdict.numa_policy == "single-numa-node":
+            want = request.peak if node.scope == "pod" else max(count for _, count, _ in request.containers)
+            best = max((len(usable & n.cpus) for n in machine.numa_nodes), default=0)
+            if best < want:
+                reason = (f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
+                          f"the best NUMA node has {best}")
+                return Status.unschedulable(reason, plugin=self.name)
+        return Status.success()
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        """The per-node verdict for every row: only the rows that can fail are evaluated node by node."""
+        request = self._request(state, pod)
+        if request.refusal is not None:
+            return np.zeros(len(rows), dtype=bool), request.refusal.message
+        ok = np.ones(len(rows), dtype=bool)
+        if not request.needs:
+            return ok, ""
+        intent = request.intent
+        assert intent is not None
+        if intent.cpu_bind_policy or self.default_policy:
+            positions = np.arange(len(rows))
+        else:
+            positions = self._flagged(table.cluster).positions(table, rows)
+        reasons: set[str] = set()
+        for i in positions:
+            record = table.cluster.nodes.get(table.names[rows[i]])
+            if record is None:
+                continue
+            status = self.filter(state, pod, record)
+            if not status.is_success:
+                ok[i] = False
+                reasons.add(status.message)
+        reason = reasons.pop() if len(reasons) == 1 else "cannot bind the pod's CPUs as its CPU bind policy requires"
+        return ok, reason
+
+    # ---- after Reserve
+
+    def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
+        """Check the replica's cpusets against the policy; on an agent-managed node, compute the ones to enforce.
+
+        A replacement placement (only when it differs) is left in ``state[PLACEMENT_OVERRIDE_KEY]``
+        and applied by :meth:`reserve`. Unschedulable when the policy is required and no cpuset
+        on the node meets it.
+        """
+        state.pop(PLACEMENT_OVERRIDE_KEY, None)
+        verdict = self._verdict(state, pod, node)
+        if not verdict.status.is_success or not (verdict.policy or verdict.agent):
+            return verdict.status
+        request = self._request(state, pod)
+        intent = request.intent
+        assert intent is not None and node.model is not None
+        machine = node.model.machine
+        uid = pod.uid or pod.key
+        free, held = self._free(node, exclude=uid)
+        blocked = CPUSet()
+        containers = dict(placement.containers)
+        changed = False
+        for name, count, reused in request.containers:
+            given = containers.get(name) or ContainerPlacement()
+            chosen, status = self._choose(verdict, intent, machine, given, count, free - blocked, held, name)
+            if status is not None:
+                return status
+            if chosen != given.cpuset:
+                moved = not (given.memory or given.devices)
+                numa = frozenset(machine.numa_of(chosen)) if moved else given.numa_nodes | machine.numa_of(chosen)
+                containers[name] = ContainerPlacement(chosen, numa, given.memory, given.devices, given.cpu_millis)
+                changed = True
+            if not reused:
+                blocked = blocked | chosen
+        if changed:
+            numa_nodes = frozenset().union(*(c.numa_nodes for c in containers.values()))
+            state[PLACEMENT_OVERRIDE_KEY] = Placement(placement.node, numa_nodes, containers)
+        return Status.success()
+
+    def _choose(self, verdict: _Verdict, intent: PodIntent, machine: Machine, given: ContainerPlacement, count: int,
+                available: CPUSet, held: Mapping[int, str], name: str) -> tuple[CPUSet, Status | None]:
+        """The cpuset one container gets: the replica's when it honours the policy, else the accumulator's."""
+        policy, exclusive = verdict.policy, intent.cpu_exclusive_policy
+
+        def quality(cpus: CPUSet) -> tuple[bool, bool]:
+            return _honours_bind(policy, cpus, machine), _honours_exclusive(exclusive, cpus, held, machine)
+
+        replica = given.cpuset
+        if len(replica) == count and quality(replica) == (True, True):
+            return replica, None
+        if not verdict.agent:
+            if not verdict.required or quality(replica)[0]:
+                return replica, None
+            reason = (f"the kubelet's CPU manager would give container {name} CPUs {replica}, "
+                      f"which break the required {policy}")
+            return replica, Status.unschedulable(reason, plugin=self.name)
+        pinned = bool(given.memory or given.devices)
+        regions = []
+        if given.numa_nodes:
+            regions.append(machine.cpus_in_numa(given.numa_nodes))
+        if not pinned:
+            regions.append(machine.online)
+        chosen = None
+        for region in regions:
+            candidates = available & region
+            if verdict.required:
+                candidates = _required_cpus(policy, candidates, machine)
+            try:
+                if policy:
+                    cpus = take_cpus(machine, candidates, count, bind_policy=policy, exclusive_policy=exclusive,
+                                     held=held, strategy=self.strategy)
+                else:  # no policy, and no static CPU manager to ask: the agent takes what that manager would
+                    cpus = take_by_topology(machine, candidates, count)
+            except (CPUTakeError, CPUAllocationError):
+                continue
+            if verdict.numa_policy == "single-numa-node" and len(machine.numa_of(cpus)) > 1:
+                continue
+            chosen = cpus
+            break
+        if chosen is None:
+            if verdict.required or len(replica) != count:
+                wanted = f"{REASON_INSUFFICIENT} {policy}" if policy else REASON_NOT_ENOUGH
+                reason = f"{wanted}: container {name} needs {count} CPUs"
+                return replica, Status.unschedulable(reason, plugin=self.name)
+            return replica, None
+        if len(replica) == count and quality(replica) >= quality(chosen):
+            return replica, None
+        return chosen, None
+
+    def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """Apply the placement :meth:`confirm` computed (if any) to the node's replica and the ledger."""
+        override = state.pop(PLACEMENT_OVERRIDE_KEY, None)
+        if override is not None and override.node == node.name:
+            apply_placement(node, pod, override)
+        return Status.success()
+
+
+def apply_placement(node: NodeRecord, pod: Pod, placement: Placement) -> None:
+    """Make ``placement`` the pod's placement on ``node``: the ledger entry and the replica's exclusive CPUs.
+
+    The replica's CPU manager state then holds the new cpusets (the shared pool gives back the
+    old CPUs and loses the new ones), so the next pods, the zone view and Unreserve
+    (``Cluster.forget`` releases what the replica holds) all follow the cpuset the agent
+    enforces. The pod must be on the node.
+    """
+    uid = pod.uid or pod.key
+    entry = node.pods.get(uid)
+    if entry is None:
+        raise InputError(f"pod is not on node {node.name}", field="pod", source=f"pod {pod.key}")
+    cpu = node.model.cpu if node.model is not None else None
+    if cpu is not None:
+        state = cpu.state
+        old = entry.placement.cpuset if entry.placement is not None else CPUSet()
+        for name in list(state.assignments.get(uid, {})):
+            state = state.without(uid, name)
+        for name, c in placement.containers.items():
+            if c.cpuset:
+                state = state.with_assignment(uid, name, c.cpuset)
+        cpu.restore(state.with_default((state.default_cpuset | old) - placement.cpuset))
+    entry.placement = placement
