@@ -23,7 +23,8 @@ import time
 from _common import peak_rss_mib, write_json
 
 from toposched.kubelet import KubeletConfig
-from toposched.scheduler import Cluster, NodeSpec, Profile, Scheduler
+from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine, NUMANode
 from toposched.workload import Container, Pod
 
@@ -75,18 +76,9 @@ def make_pods(count: int, seed: int) -> list[Pod]:
     return pods
 
 
-def profile() -> Profile:
-    return Profile.build(
-        "toposched",
-        filters=["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "NUMAAlignment"],
-        scores=[("NUMAScore", 5), ("NodeResourcesFit", 1)],
-        args={"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated"}}},
-    )
-
-
 def run(n_nodes: int, numa: int, pods: list[Pod]) -> dict[str, float]:
     cluster, build_s = build_cluster(n_nodes, numa)
-    scheduler = Scheduler(cluster, profile())
+    scheduler = Scheduler(cluster, load_profile("toposched"))  # the built-in profile users run
     scheduler.table.refresh()
     latencies, scheduled = [], 0
     start = time.perf_counter()
