@@ -56,27 +56,37 @@ def toposched_profile() -> Profile:
 
 @dataclass
 class Node:
-    """One node of a test: its shape and what happened on it, in order."""
+    """One node of a test: its shape, what happened on it in order, and its kubelet that saw exactly that.
+
+    The kubelet is built fresh from the shape (the reference code) and only ever admits and
+    releases the history's pods, never a trial; the cluster's replica, by contrast, is rebuilt
+    from the history wherever a check must not inherit an earlier check's trial admission.
+    """
 
     name: str
     shape: NodeShape
     # ("admit", pod, the kubelet's placement) or ("release", pod, None)
     history: list[tuple[str, Pod, Placement | None]] = field(default_factory=list)
+    kubelet: KubeletNode = field(init=False)
 
-    def fresh_kubelet(self) -> KubeletNode:
-        """The node's kubelet built now, having admitted and released the history's pods in order."""
-        kubelet = self.shape.kubelet(self.name)
-        for event_, pod, _ in self.history:
-            if event_ == "admit":
-                assert kubelet.admit(pod).admitted, f"history pod {describe_pod(pod)} is no longer admitted"
-            else:
-                kubelet.release(pod.uid)
-        return kubelet
+    def __post_init__(self) -> None:
+        self.kubelet = self.shape.kubelet(self.name)
+
+    def admit(self, pod: Pod) -> Admission:
+        """The kubelet's answer; an admitted pod joins the history."""
+        admission = self.kubelet.admit(pod)
+        if admission.admitted:
+            self.history.append(("admit", pod, placement_of(self.name, admission, pod)))
+        return admission
+
+    def release(self, pod: Pod) -> None:
+        """The pod is deleted from the node."""
+        self.kubelet.release(pod.uid)
+        self.history.append(("release", pod, None))
 
     def present(self) -> list[Pod]:
-        """The history's pods that are still on the node."""
-        gone = {p.uid for e, p, _ in self.history if e == "release"}
-        return [p for e, p, _ in self.history if e == "admit" and p.uid not in gone]
+        """The pods on the node now."""
+        return list(self.kubelet.pods.values())
 
     def describe(self) -> str:
         history = "; ".join(f"{e} {describe_pod(p) if e == 'admit' else p.name}" for e, p, _ in self.history)
@@ -101,13 +111,14 @@ def context(node: Node, pod: Pod, admission: Admission) -> str:
             f"\n  kubelet: admitted={admission.admitted} {admission.reason} {admission.message}")
 
 
-def grow_history(node: Node, pod: Pod, admission: Admission, data: st.DataObject) -> None:
-    """The pod joins the node when the kubelet admitted it; sometimes an earlier pod is deleted."""
-    if admission.admitted:
-        node.history.append(("admit", pod, placement_of(node.name, admission, pod)))
+def maybe_delete(cluster: Cluster | None, node: Node, data: st.DataObject) -> None:
+    """Sometimes one of the node's pods is deleted (from the cluster too, when it persists)."""
     present = node.present()
     if present and data.draw(ONE_IN_FOUR, label="delete a pod") == 0:
-        node.history.append(("release", data.draw(st.sampled_from(present), label="deleted"), None))
+        gone = data.draw(st.sampled_from(present), label="deleted")
+        node.release(gone)
+        if cluster is not None:
+            cluster.forget(gone)
 
 
 def pod_cpu_misread(pod: Pod) -> bool:
@@ -133,11 +144,11 @@ def test_every_node_numa_alignment_passes_admits_the_pod(shape: NodeShape, data:
         before = comparable_state(record.model)
         verdict = plugin.filter(CycleState(cluster=cluster), pod, record)
         assert comparable_state(record.model) == before, "the per-node filter changed the replica" + node.describe()
-        admission = node.fresh_kubelet().admit(pod)
+        admission = node.admit(pod)
         event(f"{shape.config.topology_manager_policy}: filter passes={verdict.is_success}, kubelet admits={admission.admitted}")
         if verdict.is_success:
             assert admission.admitted, "NUMAAlignment passed a node whose kubelet rejects the pod" + context(node, pod, admission)
-        grow_history(node, pod, admission, data)
+        maybe_delete(None, node, data)
 
 
 @settings(max_examples=200, **SETTINGS)
@@ -151,12 +162,12 @@ def test_numa_alignment_is_never_stricter_than_the_kubelet(shape: NodeShape, dat
         cluster = Cluster()
         add_node(cluster, node)
         verdict = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes[node.name])
-        admission = node.fresh_kubelet().admit(pod)
+        admission = node.admit(pod)
         event(f"{shape.config.topology_manager_policy}: filter passes={verdict.is_success}, kubelet admits={admission.admitted}")
         if admission.admitted and not pod_cpu_misread(pod):
             assert verdict.is_success, f"NUMAAlignment refused ({verdict.message}) a node whose kubelet admits the pod" + \
                 context(node, pod, admission)
-        grow_history(node, pod, admission, data)
+        maybe_delete(None, node, data)
 
 
 @settings(max_examples=200, **SETTINGS)
@@ -173,31 +184,24 @@ def test_every_decision_is_what_the_kubelet_does(shapes: list[NodeShape], data: 
         if data.draw(ONE_IN_FOUR, label="foreign") == 0:
             # Another scheduler bound this pod where it liked; the kubelet decided what it got.
             node = data.draw(st.sampled_from(nodes), label="foreign node")
-            admission = node.fresh_kubelet().admit(pod)
+            admission = node.admit(pod)
             if admission.admitted:
-                placement = placement_of(node.name, admission, pod)
                 got = cluster.add_bound_pod(pod, node.name, now=float(i))
-                assert got == placement, f"the replica placed foreign pod at {got and got.to_dict()}" + \
+                assert got == node.history[-1][2], f"the replica placed the foreign pod at {got and got.to_dict()}" + \
                     context(node, pod, admission)
-                node.history.append(("admit", pod, placement))
             continue
         decision = scheduler.schedule(pod, now=float(i))
         event(f"scheduled={decision.node is not None}")
         if decision.node is None:
             continue
         node = by_name[decision.node]
-        admission = node.fresh_kubelet().admit(pod)
+        admission = node.admit(pod)
         assert admission.admitted, f"scheduled on {node.name} but its kubelet rejects the pod" + context(node, pod, admission)
-        expected = placement_of(node.name, admission, pod)
+        expected = node.history[-1][2]
         assert decision.placement == expected, (f"the decision's placement {decision.placement.to_dict()} is not the "
                                                 f"kubelet's {expected.to_dict()}" + context(node, pod, admission))
         scheduler.bound(pod, now=float(i))
-        node.history.append(("admit", pod, expected))
-        present = node.present()
-        if data.draw(ONE_IN_FOUR, label="delete a pod") == 0:
-            gone = data.draw(st.sampled_from(present), label="deleted")
-            cluster.forget(gone)
-            node.history.append(("release", gone, None))
+        maybe_delete(cluster, node, data)
 
 
 @pytest.mark.xfail(strict=True, reason="NUMAAlignment's pod-scope request counts the pod's whole CPU sum as exclusive "
