@@ -12,17 +12,26 @@ one level down, that every fast hint function gives the same hints as the origin
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toposched.errors import InputError, ToposchedError
-from toposched.kubelet import fast_merge_hints, merge_hints
+from toposched.kubelet import cpu_assignment, fast_merge_hints, merge_hints
 from toposched.kubelet.config import KubeletConfig
-from toposched.kubelet.cpu_assignment import CPUTopology
+from toposched.kubelet.cpu_assignment import CPUAllocationError, CPUTopology, take_by_topology
+from toposched.kubelet.cpu_manager import CPUState
 from toposched.kubelet.cpu_manager import _generate_hints as cpu_hints_reference
 from toposched.kubelet.cpu_manager import _mask_hints as cpu_mask_hints
+from toposched.kubelet.device_manager import (
+    DeviceAllocationError,
+    DeviceManager,
+    DeviceManagerState,
+    _devices_to_allocate,
+    container_device_requests,
+)
 from toposched.kubelet.device_manager import _generate_hints as device_hints_reference
 from toposched.kubelet.device_manager import _mask_hints as device_mask_hints
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
@@ -227,19 +236,26 @@ def _check_sequence(data, machine: Machine, config: KubeletConfig, plugins, fast
     if isinstance(fast, tuple):
         return 0
     admitted: list[str] = []
+    refused: list[Pod] = []
     decisions = 0
     for i in range(steps):
-        if admitted and data.draw(st.integers(0, 3)) == 0:
+        action = data.draw(st.integers(0, 5))
+        if admitted and action == 0:
             uid = admitted.pop(data.draw(st.integers(0, len(admitted) - 1)))
             fast.release(uid)
             reference.release(uid)
         else:
-            pod = data.draw(pods(f"p{i}", machine, plugins))
+            if refused and action == 1:  # a refused pod comes back (the kubelet sees it again)
+                pod = refused.pop(data.draw(st.integers(0, len(refused) - 1)))
+            else:
+                pod = data.draw(pods(f"p{i}", machine, plugins))
             got, want = _admit(fast, pod), _admit(reference, pod)
             assert got == want, (pod, config)
             decisions += 1
             if getattr(got, "admitted", False):
                 admitted.append(pod.uid)
+            else:
+                refused.append(pod)
         assert fast.state() == reference.state()
         assert fast.available() == reference.available()
     return decisions
@@ -460,3 +476,174 @@ def test_mask_topology_manager_checks_the_hints_it_cannot_trust():
     manager = MaskTopologyManager(range(2), policy="restricted", providers=[_Provider(None, True), bad])
     with pytest.raises(InputError, match=r"providers\[1\]\[a\]\[0\]"):
         manager.admit(Pod("p", uid="p", containers=(Container("c"),)))
+
+
+# ---- shared by both modes: derived states, device allocation, the CPU accumulator's shortcuts ------
+
+
+@examples(300)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["assign", "drop", "pool"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["x", "y"]),
+            st.sets(st.integers(0, 15)),
+        ),
+        max_size=12,
+    )
+)
+def test_derived_cpu_states_equal_states_built_from_scratch(operations):
+    """with_assignment / without / with_default share what did not change; the result is the same state."""
+    state = CPUState(CPUSet(range(16)))
+    plain: dict[str, dict[str, CPUSet]] = {}
+    default = CPUSet(range(16))
+    for op, pod, container, cpus in operations:
+        if op == "assign":
+            state = state.with_assignment(pod, container, CPUSet(cpus))
+            plain.setdefault(pod, {})[container] = CPUSet(cpus)
+        elif op == "drop":
+            state = state.without(pod, container)
+            plain.get(pod, {}).pop(container, None)
+        else:
+            default = CPUSet(cpus)
+            state = state.with_default(default)
+        rebuilt = CPUState(default, plain)
+        assert state == rebuilt and state.assignments == rebuilt.assignments
+        assert all(isinstance(c, MappingProxyType) for c in state.assignments.values())
+        assert isinstance(state.assignments, MappingProxyType)
+    with pytest.raises(InputError):
+        state.with_assignment("a", "x", {1, 2})  # type: ignore[arg-type]
+
+
+def _reference_device_allocate(manager: DeviceManager, pod: Pod, container: Container, hint) -> dict:
+    """Upstream ``Allocate`` as first written here: every record copied, the state rebuilt and frozen whole."""
+    hint_nodes = None if hint is None or hint.numa_nodes is None else frozenset(hint.numa_nodes)
+    uid = pod.uid or pod.key
+    requests = manager._device_requests(container_device_requests(container))
+    s = manager.state
+    allocations = {p: {c: dict(r) for c, r in cs.items()} for p, cs in s.allocations.items()}
+    reusable = {p: dict(r) for p, r in s.reusable.items()}
+    reuse = reusable.setdefault(uid, {})
+    for resource, count in requests.items():
+        in_use: set[str] = set()
+        for containers in allocations.values():
+            for held in containers.values():
+                in_use.update(held.get(resource, ()))
+        chosen = _devices_to_allocate(
+            table=s.devices.get(resource),
+            healthy=s.healthy.get(resource, frozenset()),
+            in_use=frozenset(in_use),
+            resource=resource,
+            required=count,
+            hint_nodes=hint_nodes,
+            reusable=reuse.get(resource, frozenset()),
+            container_devices=allocations.get(uid, {}).get(container.name, {}).get(resource),
+            preferred=None,
+            pod_uid=uid,
+            container_name=container.name,
+        )
+        if chosen:
+            allocations.setdefault(uid, {}).setdefault(container.name, {})[resource] = frozenset(chosen)
+    own = allocations.get(uid, {}).get(container.name, {})
+    regular_init = any(c.name == container.name and not c.is_sidecar for c in pod.init_containers)
+    for resource, held in own.items():
+        reuse[resource] = (
+            reuse.get(resource, frozenset()) | held if regular_init else reuse.get(resource, frozenset()) - held
+        )
+    manager.restore(DeviceManagerState(s.numa_nodes, s.devices, s.healthy, allocations, reusable))
+    return dict(own)
+
+
+@examples(300)
+@given(st.data())
+def test_device_allocation_equals_the_copy_everything_reference(data):
+    numa = data.draw(st.integers(1, 4))
+    plugins = data.draw(device_plugins(numa))
+    machine = data.draw(machines(max_numa=numa).filter(lambda m: len(m.numa_nodes) == numa))
+    fast, reference = DeviceManager(range(numa), plugins), DeviceManager(range(numa), plugins)
+    live: list[Pod] = []
+    for i in range(data.draw(st.integers(1, 8))):
+        if live and data.draw(st.integers(0, 3)) == 0:
+            gone = live.pop(data.draw(st.integers(0, len(live) - 1)))
+            fast.release(gone)
+            reference.release(gone)
+            assert fast.state == reference.state
+            continue
+        pod = data.draw(pods(f"p{i}", machine, plugins))
+        live.append(pod)
+        for c in pod.all_containers:
+            nodes = data.draw(st.one_of(st.none(), st.sets(st.integers(0, numa - 1), min_size=1)))
+            hint = TopologyHint(None if nodes is None else frozenset(nodes), True)
+            outcomes = []
+            for manager, allocate in ((fast, fast.allocate), (reference, None)):
+                try:
+                    if allocate is not None:
+                        outcomes.append(allocate(pod, c, hint))
+                    else:
+                        outcomes.append(_reference_device_allocate(manager, pod, c, hint))
+                except DeviceAllocationError as err:
+                    outcomes.append(str(err))
+            assert outcomes[0] == outcomes[1]
+            assert fast.state == reference.state
+
+
+class _ReferenceAccumulator(cpu_assignment._Accumulator):
+    """The accumulator's listing and taking without the shortcuts (every level listed and sorted)."""
+
+    def _sorted(self, ids, masks):
+        return sorted(ids, key=lambda i: (self._free(masks[i]), i))
+
+    def _present(self, ids, masks, within):
+        return [i for i in ids if self.details & masks[i] & within]
+
+    def free_numas(self):
+        masks = self.topo.numa_masks
+        return [n for n in self.sort_numas() if self._free(masks[n]) == masks[n].bit_count()]
+
+    def free_sockets(self):
+        return [s for s in self.sort_sockets() if self._free(self.topo.socket_masks[s]) == self.topo.cpus_per_socket]
+
+    def free_cores(self):
+        return [c for c in self.sort_cores() if self._free(self.topo.core_masks[c]) == self.topo.cpus_per_core]
+
+    def free_caches(self):
+        masks = self.topo.cache_masks
+        return [u for u in self.sort_caches() if self._free(masks[u]) == masks[u].bit_count()]
+
+    def _take_whole(self, units, masks, smallest):
+        for unit in units():
+            if self.needs(masks[unit].bit_count()):
+                self.take(masks[unit])
+
+
+@examples(400)
+@given(st.data())
+def test_take_by_topology_shortcuts_pick_the_same_cpus(data):
+    machine = data.draw(machines())
+    topo = CPUTopology.of(machine)
+    online = sorted(machine.online)
+    available = CPUSet(data.draw(st.sets(st.sampled_from(online), min_size=1)))
+    count = data.draw(st.integers(0, len(available)))
+    kw = data.draw(
+        st.sampled_from(
+            [
+                {},
+                {"strategy": "spread"},
+                {"prefer_uncore_cache": True},
+                {"distribute": True},
+                {"distribute": True, "cpu_group_size": 2},
+            ]
+        )
+    )
+    outcomes = []
+    for accumulator in (cpu_assignment._Accumulator, _ReferenceAccumulator):
+        original = cpu_assignment._Accumulator
+        cpu_assignment._Accumulator = accumulator
+        try:
+            outcomes.append(take_by_topology(topo, available, count, **kw))
+        except CPUAllocationError as err:
+            outcomes.append(str(err))
+        finally:
+            cpu_assignment._Accumulator = original
+    assert outcomes[0] == outcomes[1]

@@ -99,6 +99,11 @@ class CPUTopology:
     cores_of_numa: dict[int, tuple[int, ...]] = field(repr=False)
     caches_of_numa: dict[int, tuple[int, ...]] = field(repr=False)
     cores_of_cache: dict[int, tuple[int, ...]] = field(repr=False)
+    # CPUs of the smallest NUMA node, socket, core and uncore cache.
+    smallest_numa: int = field(default=0, repr=False)
+    smallest_socket: int = field(default=0, repr=False)
+    smallest_core: int = field(default=0, repr=False)
+    smallest_cache: int = field(default=0, repr=False)
 
     @classmethod
     def of(cls, machine: Machine) -> "CPUTopology":
@@ -161,6 +166,10 @@ class CPUTopology:
             cores_of_numa=relation("cn"),
             caches_of_numa=relation("un"),
             cores_of_cache=relation("cu"),
+            smallest_numa=min(map(_popcount, numa.values()), default=0),
+            smallest_socket=min(map(_popcount, socket.values()), default=0),
+            smallest_core=min(map(_popcount, core.values()), default=0),
+            smallest_cache=min(map(_popcount, cache.values()), default=0),
         )
 
     @property
@@ -211,10 +220,12 @@ class _Accumulator:
 
     def _sorted(self, ids: Iterable[int], masks: dict[int, int]) -> list[int]:
         # Upstream's sort(): ascending by free CPUs in the unit, then by id.
-        return sorted(ids, key=lambda i: (self._free(masks[i]), i))
+        details = self.details
+        return sorted(ids, key=lambda i: ((details & masks[i]).bit_count(), i))
 
     def _present(self, ids: Iterable[int], masks: dict[int, int], within: int) -> list[int]:
-        return [i for i in ids if self.details & masks[i] & within]
+        free = self.details & within
+        return [i for i in ids if free & masks[i]]
 
     def sort_numas(self) -> list[int]:
         """Upstream ``sortAvailableNUMANodes``."""
@@ -279,23 +290,23 @@ class _Accumulator:
 
     def free_numas(self) -> list[int]:
         """NUMA nodes all of whose CPUs are free, in sorted order."""
-        masks = self.topo.numa_masks
-        return [n for n in self.sort_numas() if self._free(masks[n]) == _popcount(masks[n])]
+        masks, details = self.topo.numa_masks, self.details
+        return [n for n in self.sort_numas() if details & masks[n] == masks[n]]
 
     def free_sockets(self) -> list[int]:
         """Sockets whose free CPUs number the average socket size, in sorted order."""
-        per = self.topo.cpus_per_socket
-        return [s for s in self.sort_sockets() if self._free(self.topo.socket_masks[s]) == per]
+        per, masks, details = self.topo.cpus_per_socket, self.topo.socket_masks, self.details
+        return [s for s in self.sort_sockets() if (details & masks[s]).bit_count() == per]
 
     def free_cores(self) -> list[int]:
         """Cores whose free CPUs number the average core size, in sorted order."""
-        per = self.topo.cpus_per_core
-        return [c for c in self.sort_cores() if self._free(self.topo.core_masks[c]) == per]
+        per, masks, details = self.topo.cpus_per_core, self.topo.core_masks, self.details
+        return [c for c in self.sort_cores() if (details & masks[c]).bit_count() == per]
 
     def free_caches(self) -> list[int]:
         """Uncore caches all of whose CPUs are free, in sorted order."""
-        masks = self.topo.cache_masks
-        return [u for u in self.sort_caches() if self._free(masks[u]) == _popcount(masks[u])]
+        masks, details = self.topo.cache_masks, self.details
+        return [u for u in self.sort_caches() if details & masks[u] == masks[u]]
 
     # ---- taking
 
@@ -313,21 +324,26 @@ class _Accumulator:
         self.details &= ~self.result
         self.needed -= _popcount(mask)
 
-    def _take_whole(self, units: list[int], masks: dict[int, int]) -> None:
-        for unit in units:
+    def _take_whole(self, units: Callable[[], list[int]], masks: dict[int, int], smallest: int) -> None:
+        # A unit is taken only while the request needs at least its size; when it needs less
+        # than the level's smallest unit, listing and sorting the free units is skipped.
+        if self.needed < smallest:
+            return
+        for unit in units():
             mask = masks[unit]
-            if not self.needs(_popcount(mask)):
-                continue
-            self.take(mask)
+            if self.needed >= mask.bit_count():
+                self.take(mask)
+            elif self.needed < smallest:
+                return  # no later unit can be taken either
 
     def take_full_numas(self) -> None:
-        self._take_whole(self.free_numas(), self.topo.numa_masks)
+        self._take_whole(self.free_numas, self.topo.numa_masks, self.topo.smallest_numa)
 
     def take_full_sockets(self) -> None:
-        self._take_whole(self.free_sockets(), self.topo.socket_masks)
+        self._take_whole(self.free_sockets, self.topo.socket_masks, self.topo.smallest_socket)
 
     def take_full_cores(self) -> None:
-        self._take_whole(self.free_cores(), self.topo.core_masks)
+        self._take_whole(self.free_cores, self.topo.core_masks, self.topo.smallest_core)
 
     def take_first_level(self) -> None:
         if self.numa_first:
@@ -358,7 +374,7 @@ class _Accumulator:
         per_uncore = self.topo.cpus_per_uncore
         for cache in self.sort_caches():
             if self.needs(per_uncore):
-                self._take_whole(self.free_caches(), self.topo.cache_masks)
+                self._take_whole(self.free_caches, self.topo.cache_masks, self.topo.smallest_cache)
             if self.satisfied():
                 return
             self.take_partial_uncore(cache)

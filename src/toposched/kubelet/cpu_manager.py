@@ -42,7 +42,8 @@ from toposched.kubelet.cpu_assignment import (
     take_by_topology,
 )
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
-from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
+from toposched.kubelet.hints import TopologyHint, iterate_masks
+from toposched.kubelet.topology_manager import numa_subsets, subset_sums
 from toposched.topology import CPUSet, Machine
 
 if TYPE_CHECKING:
@@ -86,6 +87,10 @@ def guaranteed_cpus(pod: Pod, container: Container) -> int:
     """
     if pod.qos_class != "Guaranteed":
         return 0
+    return _whole_cpus(container)
+
+
+def _whole_cpus(container: Container) -> int:
     milli = container.requests.get("cpu", 0)
     if milli % 1000:
         return 0
@@ -94,17 +99,19 @@ def guaranteed_cpus(pod: Pod, container: Container) -> int:
 
 def pod_guaranteed_cpus(pod: Pod) -> int:
     """Exclusive CPUs the pod needs at its peak (upstream ``podGuaranteedCPUs``, sidecars included)."""
+    if pod.qos_class != "Guaranteed":
+        return 0  # no container of the pod gets exclusive CPUs
     by_init = 0
     by_sidecars = 0
     for c in pod.init_containers:
         if "cpu" not in c.requests:
             continue
-        requested = guaranteed_cpus(pod, c)
+        requested = _whole_cpus(c)
         if c.is_sidecar:
             by_sidecars += requested
         elif by_sidecars + requested > by_init:
             by_init = by_sidecars + requested
-    by_apps = sum(guaranteed_cpus(pod, c) for c in pod.containers if "cpu" in c.requests)
+    by_apps = sum(_whole_cpus(c) for c in pod.containers if "cpu" in c.requests)
     return max(by_init, by_apps + by_sidecars)
 
 
@@ -278,15 +285,17 @@ MaskHint = tuple[int, bool]
 
 @dataclass(frozen=True, slots=True)
 class _NUMASets:
-    """One machine's NUMA sets (those with CPUs) in upstream's order, with what the hints read of them.
+    """What one machine's hints read of its NUMA nodes (those with CPUs), computed once.
 
-    ``sets`` holds ``(NUMA mask, width, CPU mask, sockets spanned)`` per set, ``singles`` the
-    one-node sets, ``largest_first`` the running sums of the NUMA nodes' CPU counts, biggest
-    node first: the narrowest set that could ever hold ``n`` CPUs is as wide as the shortest
-    prefix reaching ``n``, which is upstream's ``minAffinitySize`` without visiting every set.
+    ``ids`` are the nodes in ascending order (their sets come from the shared
+    :func:`~toposched.kubelet.topology_manager.numa_subsets` table), ``singles`` the ``(NUMA
+    mask, CPU mask, socket mask)`` of each node, ``largest_first`` the running sums of the
+    nodes' CPU counts, biggest node first: the narrowest set that could ever hold ``n`` CPUs is
+    as wide as the shortest prefix reaching ``n``, which is upstream's ``minAffinitySize``
+    without visiting every set.
     """
 
-    sets: tuple[tuple[int, int, int, int], ...]
+    ids: tuple[int, ...]
     singles: tuple[tuple[int, int, int], ...]
     largest_first: tuple[int, ...]
     numa_per_socket: int
@@ -310,17 +319,20 @@ _NUMA_SETS: weakref.WeakKeyDictionary[CPUTopology, _NUMASets] = weakref.WeakKeyD
 def _numa_sets(topo: CPUTopology) -> _NUMASets:
     known = _NUMA_SETS.get(topo)
     if known is None:
-        sets = tuple(
-            (mask_of(nodes), len(nodes), topo.cpus_in_numa(nodes), len(topo.sockets_in_numa(nodes)))
-            for nodes in iterate_masks(sorted(topo.numa_masks))
-        )
+        ids = tuple(sorted(topo.numa_masks))
         running, total = [], 0
         for count in sorted((m.bit_count() for m in topo.numa_masks.values()), reverse=True):
             total += count
             running.append(total)
+        singles = []
+        for n in ids:
+            sockets = 0
+            for socket in topo.sockets_of_numa.get(n, ()):
+                sockets |= 1 << socket
+            singles.append((1 << n, topo.numa_masks[n], sockets))
         known = _NUMA_SETS[topo] = _NUMASets(
-            sets=sets,
-            singles=tuple((m, cpus, sockets) for m, width, cpus, sockets in sets if width == 1),
+            ids=ids,
+            singles=tuple(singles),
             largest_first=tuple(running),
             numa_per_socket=topo.num_numa // topo.num_sockets if topo.num_sockets else 0,
         )
@@ -332,11 +344,12 @@ def _mask_hints(
 ) -> list[MaskHint]:
     """:func:`_generate_hints` on int masks, with the per-machine work done once.
 
-    With ``single_numa_only`` only the hints upstream's ``filterSingleNumaHints`` keeps are
+    The available CPUs of each set are summed from per-node counts for all sets at once. With
+    ``single_numa_only`` only the hints upstream's ``filterSingleNumaHints`` keeps are
     returned: preferred ones one NUMA node wide, their flags computed as for the full list.
     """
     sets = _numa_sets(topo)
-    if not sets.sets:
+    if not sets.ids:
         return []
     min_affinity = sets.min_affinity(request)
     need = request - reusable.bit_count()  # reusable CPUs count once each, inside every set they fit
@@ -349,14 +362,25 @@ def _mask_hints(
         return [
             (numa, True)
             for numa, cpus, sockets in sets.singles
-            if (min_affinity == 1 or (align_by_socket and sets.socket_aligned(sockets, min_affinity)))
+            if (min_affinity == 1 or (align_by_socket and sets.socket_aligned(sockets.bit_count(), min_affinity)))
             and not reusable_numas & ~numa
             and (available & cpus).bit_count() >= need
         ]
+    free = subset_sums([(available & cpus).bit_count() for _, cpus, _ in sets.singles])
+    subsets = numa_subsets(sets.ids)
+    if not align_by_socket:
+        return [
+            (numa, width == min_affinity)
+            for positions, numa, width in subsets
+            if free[positions] >= need and not reusable_numas & ~numa
+        ]
+    spanned = [0]  # spanned[positions]: the sockets of that set, as a mask
+    for _, _, sockets in sets.singles:
+        spanned += [s | sockets for s in spanned]
     return [
-        (numa, width == min_affinity or (align_by_socket and sets.socket_aligned(sockets, min_affinity)))
-        for numa, width, cpus, sockets in sets.sets
-        if not reusable_numas & ~numa and (available & cpus).bit_count() >= need
+        (numa, width == min_affinity or sets.socket_aligned(spanned[positions].bit_count(), min_affinity))
+        for positions, numa, width in subsets
+        if free[positions] >= need and not reusable_numas & ~numa
     ]
 
 
@@ -435,21 +459,44 @@ class CPUState:
                 mask |= cpus.mask
         return CPUSet.from_mask(mask)
 
+    @classmethod
+    def _of(cls, default: CPUSet, assignments: Mapping[str, Mapping[str, CPUSet]]) -> CPUState:
+        # A state from parts that are already checked and frozen (no pod without containers):
+        # the derived states below share what did not change instead of copying every pod.
+        state = object.__new__(cls)
+        object.__setattr__(state, "default_cpuset", default)
+        object.__setattr__(state, "assignments", assignments)
+        return state
+
     def with_default(self, default: CPUSet) -> CPUState:
         """This state with another shared pool."""
-        return CPUState(default, self.assignments)
+        if not isinstance(default, CPUSet):
+            raise InputError("the default cpuset must be a CPUSet", field="defaultCpuSet")
+        return CPUState._of(default, self.assignments)
 
     def with_assignment(self, pod_uid: str, container: str, cpus: CPUSet) -> CPUState:
         """This state with the container holding ``cpus``."""
-        assignments = {pod: dict(c) for pod, c in self.assignments.items()}
-        assignments.setdefault(pod_uid, {})[container] = cpus
-        return CPUState(self.default_cpuset, assignments)
+        if not isinstance(cpus, CPUSet):
+            raise InputError("an assignment must be a CPUSet", field=f"entries.{pod_uid}.{container}")
+        containers = dict(self.assignments.get(pod_uid, _EMPTY))
+        containers[container] = cpus
+        assignments = dict(self.assignments)
+        assignments[pod_uid] = MappingProxyType(containers)
+        return CPUState._of(self.default_cpuset, MappingProxyType(assignments))
 
     def without(self, pod_uid: str, container: str) -> CPUState:
         """This state without the container's assignment."""
-        assignments = {pod: dict(c) for pod, c in self.assignments.items()}
-        assignments.get(pod_uid, {}).pop(container, None)
-        return CPUState(self.default_cpuset, assignments)
+        containers = self.assignments.get(pod_uid, _EMPTY)
+        if container not in containers:
+            return self
+        rest = dict(containers)
+        del rest[container]
+        assignments = dict(self.assignments)
+        if rest:
+            assignments[pod_uid] = MappingProxyType(rest)
+        else:
+            del assignments[pod_uid]
+        return CPUState._of(self.default_cpuset, MappingProxyType(assignments))
 
     def to_checkpoint(self, policy_name: str = "static") -> CPUManagerCheckpoint:
         """The ``cpu_manager_state`` content the kubelet would write for this state."""
@@ -531,6 +578,8 @@ class StaticCPUPolicy:
         self.cpu_group_size = self.topology.cpus_per_core or 1  # a machine without CPUs has no cores
         self.affinity = affinity
         self._cpus_to_reuse: dict[str, CPUSet] = {}
+        self._last_pod: Pod | None = None
+        self._last_guaranteed = False
 
         all_cpus = CPUSet.from_mask(self.topology.all_mask)
         if isinstance(reserved_cpus, int) and not isinstance(reserved_cpus, bool):
@@ -655,7 +704,11 @@ class StaticCPUPolicy:
 
     def guaranteed_cpus(self, pod: Pod, container: Container) -> int:
         """Exclusive CPUs the container gets: its CPU request when the pod is Guaranteed and it is whole, else 0."""
-        return guaranteed_cpus(pod, container)
+        # An admission asks for every container of one pod several times; pods are immutable,
+        # so the QoS class of the last pod asked about is kept.
+        if pod is not self._last_pod:
+            self._last_pod, self._last_guaranteed = pod, pod.qos_class == "Guaranteed"
+        return _whole_cpus(container) if self._last_guaranteed else 0
 
     def pod_guaranteed_cpus(self, pod: Pod) -> int:
         """Exclusive CPUs the pod needs at its peak (upstream ``podGuaranteedCPUs``, sidecars included)."""
@@ -779,7 +832,8 @@ class StaticCPUPolicy:
         if numa_nodes is not None:
             aligned = self._aligned_cpus(self._check_numa(numa_nodes), allocatable)
             result = self._take(aligned, min(count, len(aligned)))
-        result = result | self._take(allocatable - result, count - len(result))
+        if len(result) != count:  # taking no more CPUs always gives the empty set
+            result = result | self._take(allocatable - result, count - len(result))
         self._state = self._state.with_default(self._state.default_cpuset - result)
         return result
 

@@ -723,6 +723,24 @@ class DeviceManagerState:
         object.__setattr__(self, "allocations", _freeze_nested(self.allocations, 2, frozenset))
         object.__setattr__(self, "reusable", _freeze_nested(self.reusable, 1, frozenset))
 
+    def _with(
+        self,
+        allocations: Mapping[str, Mapping[str, Mapping[str, frozenset[str]]]],
+        reusable: Mapping[str, Mapping[str, frozenset[str]]],
+    ) -> DeviceManagerState:
+        # This state with other allocations and reusable sets that are already frozen: what did
+        # not change is shared rather than copied again for every pod.
+        state = object.__new__(DeviceManagerState)
+        for name, value in (
+            ("numa_nodes", self.numa_nodes),
+            ("devices", self.devices),
+            ("healthy", self.healthy),
+            ("allocations", allocations),
+            ("reusable", reusable),
+        ):
+            object.__setattr__(state, name, value)
+        return state
+
     def in_use(self, resource: str) -> frozenset[str]:
         """Every device of ``resource`` held by some container (upstream ``allocatedDevices``)."""
         held: set[str] = set()
@@ -833,7 +851,10 @@ class DeviceManager:
 
     def is_device_resource(self, resource: str) -> bool:
         """Upstream ``isDevicePluginResource``: registered, or held by some container."""
-        return resource in self._state.devices or bool(self._state.in_use(resource))
+        s = self._state
+        return resource in s.devices or any(
+            held.get(resource) for containers in s.allocations.values() for held in containers.values()
+        )
 
     def available(self, resource: str) -> frozenset[str]:
         """Healthy devices of ``resource`` no container holds."""
@@ -871,6 +892,8 @@ class DeviceManager:
     # ---- hints
 
     def _device_requests(self, requests: Mapping[str, int]) -> dict[str, int]:
+        if not self._state.devices and not self._state.allocations:
+            return {}  # no plugin registered and nothing held: no resource is a device resource
         return {r: n for r, n in requests.items() if self.is_device_resource(r)}
 
     def _hints_for(
@@ -972,38 +995,47 @@ class DeviceManager:
         uid = _pod_uid(pod)
         requests = self._device_requests(container_device_requests(cont))
         s = self._state
-        allocations = {p: {c: dict(r) for c, r in cs.items()} for p, cs in s.allocations.items()}
-        reusable = {p: dict(r) for p, r in s.reusable.items()}
-        reuse = reusable.setdefault(uid, {})
+        # Only this container's devices and this pod's reusable set can change.
+        pod_allocations = s.allocations.get(uid, {})
+        if not requests and cont.name not in pod_allocations:
+            # Nothing to allocate and nothing held: the pod only gets its (empty) reusable set.
+            if uid not in s.reusable:
+                self._state = s._with(s.allocations, MappingProxyType({**s.reusable, uid: MappingProxyType({})}))
+            return {}
+        own = dict(pod_allocations.get(cont.name, {}))
+        reuse = dict(s.reusable.get(uid, {}))
+        chose = False
         for resource, count in requests.items():
-            in_use: set[str] = set()
-            for containers in allocations.values():
-                for held in containers.values():
-                    in_use.update(held.get(resource, ()))
             chosen = _devices_to_allocate(
                 table=s.devices.get(resource),
                 healthy=s.healthy.get(resource, _EMPTY_IDS),
-                in_use=frozenset(in_use),
+                in_use=s.in_use(resource),
                 resource=resource,
                 required=count,
                 hint_nodes=hint_nodes,
                 reusable=reuse.get(resource, _EMPTY_IDS),
-                container_devices=allocations.get(uid, {}).get(cont.name, {}).get(resource),
+                container_devices=own.get(resource),
                 preferred=self._preferred.get(resource),
                 pod_uid=uid,
                 container_name=cont.name,
             )
             if chosen:
-                allocations.setdefault(uid, {}).setdefault(cont.name, {})[resource] = frozenset(chosen)
-        own = allocations.get(uid, {}).get(cont.name, {})
+                own[resource] = frozenset(chosen)
+                chose = True
         init = next((c for c in pod.init_containers if c.name == cont.name), None)
         for resource, held in own.items():
             if init is not None and not _is_restartable(init):
                 reuse[resource] = reuse.get(resource, _EMPTY_IDS) | held
             else:
                 reuse[resource] = reuse.get(resource, _EMPTY_IDS) - held
-        self._state = DeviceManagerState(s.numa_nodes, s.devices, s.healthy, allocations, reusable)
-        return dict(own)
+        allocations = s.allocations
+        if chose:
+            containers = dict(pod_allocations)
+            containers[cont.name] = MappingProxyType(dict(own))
+            allocations = MappingProxyType({**s.allocations, uid: MappingProxyType(containers)})
+        reusable = MappingProxyType({**s.reusable, uid: MappingProxyType(reuse)})
+        self._state = s._with(allocations, reusable)
+        return own
 
     def allocate_pod(
         self, pod: Pod, hint: TopologyHint | Mapping[str, TopologyHint | None] | None = None
@@ -1028,9 +1060,11 @@ class DeviceManager:
         s = self._state
         if uid not in s.allocations and uid not in s.reusable:
             return
-        allocations = {p: c for p, c in s.allocations.items() if p != uid}
-        reusable = {p: r for p, r in s.reusable.items() if p != uid}
-        self._state = DeviceManagerState(s.numa_nodes, s.devices, s.healthy, allocations, reusable)
+        allocations = dict(s.allocations)
+        allocations.pop(uid, None)
+        reusable = dict(s.reusable)
+        reusable.pop(uid, None)
+        self._state = s._with(MappingProxyType(allocations), MappingProxyType(reusable))
 
 
 def _resolve(pod: Pod, container: Container | str) -> Container:

@@ -68,8 +68,9 @@ def _best_preferred(problem: MergeProblem) -> int | None:
     common: set[int] | None = None
     every_list_wildcard = True
     for hints in problem.lists:
-        offered = {m for m, p in hints if p and m is not None}
-        if any(p and m is None for m, p in hints):
+        offered = {m for m, p in hints if p}
+        if None in offered:  # a preferred nil hint
+            offered.discard(None)
             union |= offered
             continue
         every_list_wildcard = False

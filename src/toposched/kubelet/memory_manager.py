@@ -33,7 +33,7 @@ from toposched.kubelet.memory_state import (
     NUMANodeState,
     machine_states_equal,
 )
-from toposched.kubelet.topology_manager import numa_subsets
+from toposched.kubelet.topology_manager import numa_subsets, subset_sums
 from toposched.quantity import format_bytes
 from toposched.topology import Machine
 from toposched.workload import GUARANTEED, Container, Pod
@@ -223,14 +223,6 @@ def _violates_groups(state: MachineState, bits: tuple[int, ...]) -> bool:
 
 MaskHint = tuple[int, bool]
 """A hint as ``(NUMA mask, preferred)``: bit n of the mask stands for NUMA node n."""
-
-
-def _subset_sums(values: list[int]) -> list[int]:
-    """The sum of ``values[i]`` over the bits i of every index ``0 .. 2**len(values) - 1``."""
-    sums = [0]
-    for v in values:
-        sums += [s + v for s in sums]
-    return sums
 
 
 def _group_rules(state: MachineState, ids: tuple[int, ...]) -> tuple[int, int, frozenset[int]]:
@@ -443,6 +435,22 @@ class StaticMemoryPolicy:
         """The current state as the kubelet would checkpoint it."""
         return MemoryManagerCheckpoint(self.name, self._state, self._assignments)
 
+    def _save(self, pod_uid: str) -> tuple[dict[int, NUMANodeState], dict[str, tuple[Block, ...]] | None]:
+        """What an admission of ``pod_uid`` can change: the machine state (replaced, never
+        changed in place) and that pod's blocks; see :meth:`_undo`."""
+        blocks = self._assignments.get(pod_uid)
+        return self._state, None if blocks is None else dict(blocks)
+
+    def _undo(self, pod_uid: str, saved: tuple[dict[int, NUMANodeState], dict[str, tuple[Block, ...]] | None]) -> None:
+        """Put back what :meth:`_save` kept, and forget reusable memory, as :meth:`restore` would."""
+        state, blocks = saved
+        self._state = state
+        if blocks is None:
+            self._assignments.pop(pod_uid, None)
+        else:
+            self._assignments[pod_uid] = dict(blocks)
+        self._reusable = {}
+
     # ---- state restore (upstream Start / validateState) -------------------------------------
 
     def restore(self, checkpoint: MemoryManagerCheckpoint, *, validate: bool = True, source: str | None = None) -> None:
@@ -647,9 +655,9 @@ class StaticMemoryPolicy:
         free_ok: list[bool] | None = None
         for r in resources:
             size = requested[r]
-            ok = [total >= size for total in _subset_sums([column(n, r, False) for n in ids])]
+            ok = [total >= size for total in subset_sums([column(n, r, False) for n in ids])]
             allocatable_ok = ok if allocatable_ok is None else [a and b for a, b in zip(allocatable_ok, ok)]
-            free = _subset_sums([column(n, r, True) for n in ids])
+            free = subset_sums([column(n, r, True) for n in ids])
             if reusable:
                 position = {n: i for i, n in enumerate(ids)}
                 for mask, per_resource in reusable.items():

@@ -40,6 +40,8 @@ __all__ = ["Admission", "ContainerAllocation", "DevicePlugins", "KubeletNode"]
 
 DevicePlugins = Mapping[str, Iterable[tuple[str, Iterable[int] | None]]]
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_NO_CPUS = CPUSet()
+_NO_HINT = TopologyHint(None, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +201,11 @@ class KubeletNode:
         uid = _uid(pod)
         if uid in self.admissions:
             return self.admissions[uid]
-        misfit = self._misfit(pod)
+        requests = pod.effective_requests()
+        misfit = self._misfit(pod, requests)
         if misfit is not None:
             return misfit
-        snapshot = self._snapshot()
+        snapshot = self._snapshot(uid)
         self._results[uid] = {}
         try:
             hints = self.topology_manager.admit(pod)
@@ -219,23 +222,23 @@ class KubeletNode:
         results = self._results.pop(uid)
         containers = {}
         for c in pod.all_containers:
-            got = results.get(c.name, {})
+            got = results.get(c.name, _EMPTY)
             containers[c.name] = ContainerAllocation(
-                cpuset=got.get("cpu", CPUSet()),
-                hint=hints.get(c.name, TopologyHint(None, False)),
-                memory=MappingProxyType({n: MappingProxyType(dict(r)) for n, r in got.get("memory", {}).items()}),
-                devices=MappingProxyType(dict(got.get("devices", {}))),
+                cpuset=got.get("cpu", _NO_CPUS),
+                hint=hints.get(c.name, _NO_HINT),
+                memory=MappingProxyType({n: MappingProxyType(dict(r)) for n, r in got.get("memory", _EMPTY).items()}),
+                devices=MappingProxyType(dict(got.get("devices", _EMPTY))),
             )
         admission = Admission(pod.key, True, containers=MappingProxyType(containers))
         self.pods[uid] = pod
         self.admissions[uid] = admission
-        add_resources(self._requested, pod.effective_requests())
+        add_resources(self._requested, requests)
         self._requested["pods"] = self._requested.get("pods", 0) + 1
         return admission
 
-    def _misfit(self, pod: Pod) -> Admission | None:
+    def _misfit(self, pod: Pod, effective_requests: Mapping[str, int]) -> Admission | None:
         """The kubelet's predicate admission: requests against allocatable, upstream's wording."""
-        requests = dict(pod.effective_requests())
+        requests = dict(effective_requests)
         requests["pods"] = 1
         for resource in sorted(requests):
             want = requests[resource]
@@ -277,12 +280,12 @@ class KubeletNode:
 
     # ---- state snapshots -------------------------------------------------------------------------
 
-    def _snapshot(self) -> tuple[Any, Any, Any]:
-        return (
-            self.cpu.state if self.cpu is not None else None,
-            self.memory.checkpoint() if self.memory is not None else None,
-            self.devices.state,
-        )
+    def _snapshot(self, uid: str) -> tuple[Any, Any, Any]:
+        memory = None
+        if self.memory is not None:
+            # The fast path keeps only what an admission of this pod can change (not every pod's blocks).
+            memory = self.memory.checkpoint() if self.exhaustive else self.memory._save(uid)
+        return (self.cpu.state if self.cpu is not None else None, memory, self.devices.state)
 
     def _restore(self, snapshot: tuple[Any, Any, Any], uid: str) -> None:
         cpu, memory, devices = snapshot
@@ -290,7 +293,9 @@ class KubeletNode:
             self.cpu.restore(cpu)
             self.cpu.release_pod(uid)  # forgets the reusable-CPU bookkeeping of the refused pod
             self.cpu.restore(cpu)
-        if self.memory is not None:
+        if self.memory is not None and not self.exhaustive:
+            self.memory._undo(uid, memory)
+        elif self.memory is not None:
             self.memory.restore(memory, validate=False)
             self.memory.release(uid)
             self.memory.restore(memory, validate=False)

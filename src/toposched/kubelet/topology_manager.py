@@ -60,6 +60,7 @@ __all__ = [
     "narrowest_mask",
     "numa_distances",
     "numa_subsets",
+    "subset_sums",
     "parse_policy_options",
     "prepare_merge",
 ]
@@ -208,7 +209,7 @@ def numa_distances(machine: Any) -> dict[int, dict[int, int]]:
     return {a: {b: machine.distance(a, b) for b in ids} for a in ids}
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def numa_subsets(numa_ids: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
     """Every non-empty subset of ``numa_ids`` in upstream's ``IterateBitMasks`` order, computed once.
 
@@ -227,6 +228,18 @@ def numa_subsets(numa_ids: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
                 mask |= 1 << numa_ids[i]
             out.append((positions, mask, width))
     return tuple(out)
+
+
+def subset_sums(values: Sequence[int]) -> list[int]:
+    """For every ``positions`` in ``range(2**len(values))``, the sum of ``values[i]`` over its bits i.
+
+    Indexed like the ``positions`` of :func:`numa_subsets`: one list built in ``2**n`` steps
+    instead of a sum per subset.
+    """
+    sums = [0]
+    for v in values:
+        sums += [s + v for s in sums]
+    return sums
 
 
 # ---------------------------------------------------------------------------------------------
