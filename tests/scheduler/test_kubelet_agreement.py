@@ -204,8 +204,6 @@ def test_every_decision_is_what_the_kubelet_does(shapes: list[NodeShape], data: 
         maybe_delete(cluster, node, data)
 
 
-@pytest.mark.xfail(strict=True, reason="NUMAAlignment's pod-scope request counts the pod's whole CPU sum as exclusive "
-                   "CPUs (AlignedRequest.pod in plugins/numa.py); the kubelet pins only containers with whole CPUs")
 def test_pod_scope_counts_only_exclusive_cpus() -> None:
     # Two NUMA nodes of 2 CPUs; two containers of 1.5 CPUs each run on the shared pool, so the
     # single-numa-node, pod-scope kubelet has nothing to align and admits the pod.

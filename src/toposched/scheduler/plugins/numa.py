@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
+from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
+from toposched.kubelet.memory_manager import pod_requested_memory
 from toposched.scheduler.cluster import NodeRecord, placement_of
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.intent import effective_policy, node_topology_policy, pod_intent
@@ -34,36 +37,42 @@ _RESTRICTED = POLICY_CODES["restricted"]
 class AlignedRequest:
     """What of a pod the kubelet pins to NUMA nodes: exclusive CPUs, memory/hugepages, devices.
 
-    CPUs count only for Guaranteed containers with whole CPUs (the static CPU manager's rule),
-    memory and hugepages only for Guaranteed pods (the Static memory manager's rule); device
-    resources (names with a "/") always. ``containers`` holds one request per container in
-    admission order; ``pod`` the pod-scope request.
+    Each part is computed by the kubelet model's own function, so the scheduler and the kubelet
+    agree on it: exclusive CPUs as the static CPU manager counts them (whole-CPU containers of a
+    Guaranteed pod; at pod scope, the pod's peak over init containers, sidecars and app
+    containers), memory and hugepages as the Static memory manager requests them (Guaranteed pods
+    only), devices as the device manager does. ``containers`` holds one request per container in
+    admission order (empty ones dropped); ``pod`` the pod-scope request. CPUs are in millicores.
     """
 
     def __init__(self, pod: Pod) -> None:
         self.guaranteed = pod.qos_class == GUARANTEED
-        self.containers = [self._of(c) for c in pod.all_containers]
-        self.containers = [c for c in self.containers if c]
-        self.pod = self._of_requests(pod.effective_requests())
-        self.policy = ""
+        self.containers = [r for r in (self._of(pod, c) for c in pod.all_containers) if r]
+        pod_request: dict[str, int] = {}
+        cpus = pod_guaranteed_cpus(pod)
+        if cpus:
+            pod_request["cpu"] = cpus * 1000
+        if self.guaranteed:
+            pod_request.update({k: v for k, v in pod_requested_memory(pod).items() if v > 0})
+        pod_request.update({k: v for k, v in pod_device_requests(pod).items() if v > 0 and _is_device(k)})
+        self.pod = pod_request
 
-    def _of(self, container: Container) -> dict[str, int]:
-        return self._of_requests(container.requests)
-
-    def _of_requests(self, requests: Mapping[str, int]) -> dict[str, int]:
-        out = {}
-        for name, value in requests.items():
-            if value <= 0:
-                continue
-            if name == "cpu":
-                if self.guaranteed and value % 1000 == 0:
+    def _of(self, pod: Pod, container: Container) -> dict[str, int]:
+        out: dict[str, int] = {}
+        cpus = guaranteed_cpus(pod, container)
+        if cpus:
+            out["cpu"] = cpus * 1000
+        if self.guaranteed:
+            for name, value in container.requests.items():
+                if value > 0 and (name == "memory" or name.startswith("hugepages-")):
                     out[name] = value
-            elif name == "memory" or name.startswith("hugepages-"):
-                if self.guaranteed:
-                    out[name] = value
-            elif "/" in name:
-                out[name] = value
+        out.update({k: v for k, v in container_device_requests(container).items() if v > 0 and _is_device(k)})
         return out
+
+
+def _is_device(resource: str) -> bool:
+    """Extended resources (``vendor/name``) are the ones device plugins serve."""
+    return "/" in resource
 
 
 def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
