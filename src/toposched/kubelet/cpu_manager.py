@@ -76,6 +76,7 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NO_CPUS = CPUSet()
 _FIELD = "cpuManagerPolicyOptions"
 
 
@@ -688,7 +689,7 @@ class StaticCPUPolicy:
 
     def cpus_to_reuse(self, pod: Pod | str) -> CPUSet:
         """CPUs of the pod's init containers its next containers may take again."""
-        return self._cpus_to_reuse.get(_pod_uid(pod), CPUSet())
+        return self._cpus_to_reuse.get(_pod_uid(pod), _NO_CPUS)
 
     def container_cpuset(self, pod: Pod | str, container: Container | str) -> CPUSet:
         """The CPUs the container runs on: its exclusive CPUs, otherwise the shared pool."""
@@ -848,7 +849,7 @@ class StaticCPUPolicy:
         uid = _pod_uid(pod)
         for other in [u for u in self._cpus_to_reuse if u != uid]:
             del self._cpus_to_reuse[other]
-        reuse = self._cpus_to_reuse.get(uid, CPUSet())
+        reuse = self._cpus_to_reuse.get(uid, _NO_CPUS)
         for init in pod.init_containers:
             if init.name == container.name:
                 if not init.is_sidecar:

@@ -795,6 +795,7 @@ class DeviceManager:
         healthy = {r: frozenset(t).difference(sick.get(r, _EMPTY_IDS)) for r, t in tables.items()}
         self._preferred = dict(preferred or {})
         self._state = DeviceManagerState(numa_ids, tables, healthy, {}, {})
+        self._numa_set = (numa_ids, frozenset(numa_ids))  # the NUMA ids and the same as a set
 
     @classmethod
     def from_machine(
@@ -990,7 +991,10 @@ class DeviceManager:
         it; a sidecar's and an app container's devices are taken out of the reusable set.
         Returns the container's devices per resource. On any error the state is unchanged.
         """
-        hint_nodes = _hint_nodes(hint, frozenset(self.numa_nodes))
+        nodes = self._state.numa_nodes
+        if nodes != self._numa_set[0]:  # a restored state may come from another machine
+            self._numa_set = (nodes, frozenset(nodes))
+        hint_nodes = _hint_nodes(hint, self._numa_set[1])
         cont = _resolve(pod, container)
         uid = _pod_uid(pod)
         requests = self._device_requests(container_device_requests(cont))

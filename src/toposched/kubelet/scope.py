@@ -19,6 +19,10 @@ managers implement :class:`HintProvider`):
 Allocation stops at the first provider error; the error propagates as upstream's admission
 result would carry it (see :meth:`TopologyManager.admit`). As upstream, containers allocated
 before a failure stay allocated and recorded: undoing them is the caller's job.
+
+:class:`MaskTopologyManager` decides the same way but lets providers hand over their hints as
+int masks that it trusts, and asks them for single-NUMA hints only under single-numa-node:
+the kubelet model's fast admission path.
 """
 
 from __future__ import annotations
@@ -260,11 +264,11 @@ class TopologyManager:
                 raise UnexpectedAdmissionError(err, pod=pod.key, container=container.name) from err
 
 
-# The merges whose choice among the normalised hint lists is known, by the function a manager is given.
-_BEST_OF_MERGE: dict[Any, Callable[[MergeProblem], Hint]] = {
-    merge_hints: _exhaustive_best,
-    fast_merge_hints: _fast_best,
-}
+# The merges whose choice among the normalised hint lists is known: (merge function, its choice).
+_BEST_OF_MERGE: tuple[tuple[Any, Callable[[MergeProblem], Hint]], ...] = (
+    (merge_hints, _exhaustive_best),
+    (fast_merge_hints, _fast_best),
+)
 _NO_PREFERENCE: tuple[Hint, ...] = ((None, True),)
 _NO_AFFINITY: tuple[Hint, ...] = ((None, False),)
 
@@ -288,7 +292,7 @@ class MaskTopologyManager(TopologyManager):
 
     def __init__(self, numa_nodes: Iterable[int], **kwargs: Any) -> None:
         super().__init__(numa_nodes, **kwargs)
-        self._best = _BEST_OF_MERGE.get(self._merge)
+        self._best = next((best for merge, best in _BEST_OF_MERGE if merge is self._merge), None)
         self._single_numa_only = self.policy == POLICY_SINGLE_NUMA_NODE
         self._node_set = frozenset(self.numa_nodes)
         self._bits = {n: 1 << n for n in self.numa_nodes}

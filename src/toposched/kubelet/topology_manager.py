@@ -60,9 +60,9 @@ __all__ = [
     "narrowest_mask",
     "numa_distances",
     "numa_subsets",
-    "subset_sums",
     "parse_policy_options",
     "prepare_merge",
+    "subset_sums",
 ]
 
 POLICY_NONE = "none"
