@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from toposched.kubelet import KubeletConfig, KubeletNode, fast_merge_hints, merge_hints
 from toposched.kubelet.config import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES
 from toposched.topology import CPUSet, Device, DeviceKind, LogicalCPU, Machine, NUMANode
+from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
 from toposched.workload import Container, Pod
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "memory_groups",
     "node_shapes",
     "pods",
+    "report_of",
 ]
 
 MI = 2**20
@@ -349,6 +351,27 @@ def comparable_zones(kubelet: KubeletNode, zones: Mapping[int, Mapping[str, int]
                 value = sum(zones.get(c, {}).get(name, 0) for c in groups.get(numa_id, (numa_id,)))
             out[numa_id][name] = value
     return out
+
+
+def report_of(kubelet: KubeletNode) -> NodeResourceTopology:
+    """What ``kubelet.to_nrt()`` publishes, availability given only for the resources a zone publishes.
+
+    ``to_nrt`` hands ``nrt_from_machine`` an availability for every zone and device resource,
+    which it refuses for a zone without unreserved CPUs or without that device
+    (test_ledger_state_machine.py::test_reports_publish_what_the_zones_have); this is ``to_nrt`` with that mended.
+    """
+    reserved = kubelet.cpu.reserved_cpus if kubelet.cpu is not None else (kubelet.config.reserved_system_cpus or CPUSet())
+    counts = kubelet.device_counts()
+    available = kubelet.available()
+    for numa_id, zone in available.items():
+        if not kubelet.machine.numa(numa_id).cpus - reserved:
+            zone.pop("cpu", None)
+        for resource, per_zone in counts.items():
+            if not per_zone.get(numa_id):
+                zone.pop(resource, None)
+    return nrt_from_machine(kubelet.machine, node_name=kubelet.name, policy=kubelet.config.topology_manager_policy,
+                            scope=kubelet.config.topology_manager_scope, available=available, device_resources=counts,
+                            reserved_cpus=reserved)
 
 
 def describe_pod(pod: Pod) -> str:

@@ -48,7 +48,6 @@ from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.scheduler import Scheduler
 from toposched.topology import CPUSet, Machine
-from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
 from toposched.workload import Container, Pod, add_resources
 from tests.scheduler.strategies import (
     GI,
@@ -60,6 +59,7 @@ from tests.scheduler.strategies import (
     memory_groups,
     node_shapes,
     pods,
+    report_of,
 )
 
 
@@ -97,27 +97,6 @@ def comparable_placement(placement: Placement | None, groups: dict[int, tuple[in
         grouped = any(len(groups.get(n, (n,))) > 1 for n in c.memory)
         out[name] = (c.cpuset, dict(c.devices), memory, None if grouped else c.numa_nodes)
     return placement.node, out
-
-
-def report_of(kubelet: KubeletNode) -> NodeResourceTopology:
-    """What ``kubelet.to_nrt()`` publishes, availability given only for the resources a zone publishes.
-
-    ``to_nrt`` hands ``nrt_from_machine`` an availability for every zone and device resource,
-    which it refuses for a zone without unreserved CPUs or without that device
-    (test_reports_publish_what_the_zones_have); this is ``to_nrt`` with that mended.
-    """
-    reserved = kubelet.cpu.reserved_cpus if kubelet.cpu is not None else (kubelet.config.reserved_system_cpus or CPUSet())
-    counts = kubelet.device_counts()
-    available = kubelet.available()
-    for numa_id, zone in available.items():
-        if not kubelet.machine.numa(numa_id).cpus - reserved:
-            zone.pop("cpu", None)
-        for resource, per_zone in counts.items():
-            if not per_zone.get(numa_id):
-                zone.pop(resource, None)
-    return nrt_from_machine(kubelet.machine, node_name=kubelet.name, policy=kubelet.config.topology_manager_policy,
-                            scope=kubelet.config.topology_manager_scope, available=available, device_resources=counts,
-                            reserved_cpus=reserved)
 
 
 class LedgerMachine(RuleBasedStateMachine):

@@ -1,0 +1,306 @@
+"""The vector forms agree with the per-node forms, and the scheduler's cache changes nothing.
+
+On random clusters — nodes known with their hardware, known only by their report, without
+topology data, or with an unusable report; cordoned, tainted, labelled; with bound and assumed
+pods and stale reports — and random pods (with node selectors and tolerations):
+
+* the :class:`NodeTable` mirrors the cluster: per row, the allocatable and requested columns
+  are the node's, the zone columns are ``Cluster.zone_available``;
+* NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit give, row by row, the
+  per-node filter's verdict, whatever rows they are asked about;
+* NUMAAlignment's vector form is a necessary condition: every node its exact per-node filter
+  passes, the vector filter passes too;
+* NUMAScore's and NodeResourcesFit's (every strategy) vector scores are the per-node scores, and
+  NodeResourcesFit's are what its formula gives from the node's own allocatable and requests;
+* a scheduler that caches evaluations per pod shape decides every pod of a random sequence
+  (repeated shapes, binds, unreserves, foreign pods, reports, cordons between them) exactly as a
+  scheduler that caches nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.framework import CycleState, Profile, registry
+from toposched.scheduler.nodes import NodeSpec, Taint
+from toposched.scheduler.scheduler import Decision, Scheduler
+from toposched.workload import Pod, Toleration
+from tests.scheduler.strategies import GI, GPU, NodeShape, node_shapes, pods, report_of
+
+SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+KINDS = ("direct", "direct", "direct", "report", "report", "plain", "broken")
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
+EXACT_FILTERS = ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
+FIT_STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
+NON_ZERO = {"cpu": 100, "memory": 200 * 2**20}  # kube-scheduler's scoring defaults for containers without requests
+
+
+def profile() -> Profile:
+    return Profile.build(
+        "toposched",
+        filters=["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "NUMAAlignment"],
+        scores=[("NUMAScore", 5), ("NodeResourcesFit", 1)],
+        args={"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated"}}},
+    )
+
+
+# ---- random clusters, as descriptions built twice when needed ------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeDescription:
+    """One node: how the cluster knows it (``kind``), its hardware and kubelet, its Node object."""
+
+    kind: str  # direct | report | plain | broken
+    shape: NodeShape
+    spec: NodeSpec
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    nodes: tuple[NodeDescription, ...]
+    history: tuple[tuple[Pod, str, bool], ...]  # (pod, node, assumed?) in order
+    stale_reports: tuple[str, ...]  # nodes whose report, published before the history, is the last one
+
+    def build(self) -> Cluster:
+        """A cluster in the described state (the same state every time it is called)."""
+        cluster = Cluster(reflect_timeout=120.0)
+        for node in self.nodes:
+            name = node.spec.name
+            if node.kind == "direct":
+                cluster.set_node(node.spec, machine=node.shape.machine, kubelet_config=node.shape.config,
+                                 device_plugins=node.shape.devices)
+                continue
+            cluster.set_node(node.spec)
+            report = report_of(node.shape.kubelet(name, reference=False))
+            if node.kind == "report":
+                cluster.update_report(report, now=0.0)
+            elif node.kind == "broken":
+                cluster.update_report(dataclasses.replace(report, zones=()), now=0.0)  # no NUMA zone: unusable
+        for name in self.stale_reports:
+            node = next(n for n in self.nodes if n.spec.name == name)
+            cluster.update_report(report_of(node.shape.kubelet(name, reference=False)), now=0.0)
+        for i, (pod, name, assumed) in enumerate(self.history):
+            if assumed:
+                cluster.assume(pod, name, now=1.0 + i)
+            else:
+                cluster.add_bound_pod(pod, name, now=1.0 + i)
+        return cluster
+
+
+@st.composite
+def node_specs(draw: st.DrawFn, name: str, kind: str) -> NodeSpec:
+    explicit = kind in ("plain", "broken") or draw(st.integers(0, 2)) == 0
+    allocatable = {}
+    if explicit:
+        allocatable = {
+            "cpu": draw(st.sampled_from((2000, 8000, 32000))),
+            "memory": draw(st.sampled_from((4, 16, 64))) * GI,
+            # "pods": 0 is left to test_a_node_that_takes_no_pods_takes_none, which pins how the vector form misreads it
+            "pods": draw(st.sampled_from((110, 110, 2))),
+        }
+        if draw(st.booleans()):
+            allocatable[GPU] = draw(st.integers(0, 2))
+    taints = ()
+    if draw(st.integers(0, 3)) == 0:
+        taints = (Taint("dedicated", draw(st.sampled_from(("gpu", "batch"))), draw(st.sampled_from(TAINT_EFFECTS))),)
+    return NodeSpec(
+        name,
+        allocatable=allocatable,
+        labels={"zone": draw(st.sampled_from(("a", "b")))} if draw(st.booleans()) else {},
+        taints=taints,
+        unschedulable=draw(st.integers(0, 7)) == 0,
+    )
+
+
+@st.composite
+def scheduling_pods(draw: st.DrawFn, name: str) -> Pod:
+    """A pod of the shared strategies, sometimes with a node selector and tolerations."""
+    pod = draw(pods(name))
+    selector = {"zone": draw(st.sampled_from(("a", "b")))} if draw(st.integers(0, 3)) == 0 else {}
+    tolerations = draw(st.sampled_from((
+        (),
+        (),
+        (Toleration("dedicated", "Exists"),),
+        (Toleration("dedicated", "Equal", "gpu", "NoSchedule"),),
+        (Toleration(operator="Exists"),),
+    )))
+    return dataclasses.replace(pod, node_selector=selector, tolerations=tolerations)
+
+
+@st.composite
+def clusters(draw: st.DrawFn, *, max_nodes: int = 5) -> ClusterDescription:
+    count = draw(st.integers(1, max_nodes))
+    nodes = []
+    for i in range(count):
+        kind = draw(st.sampled_from(KINDS))
+        shape = draw(node_shapes(max_numa=4))
+        nodes.append(NodeDescription(kind, shape, draw(node_specs(f"n{i}", kind))))
+    history = []
+    for j in range(draw(st.integers(0, 6))):
+        history.append((draw(pods(f"h{j}")), f"n{draw(st.integers(0, count - 1))}", draw(st.booleans())))
+    direct = [n.spec.name for n in nodes if n.kind == "direct"]
+    stale = tuple(name for name in direct if draw(st.booleans()))
+    return ClusterDescription(tuple(nodes), tuple(history), stale)
+
+
+def cycle_state(cluster: Cluster, scheduler: Scheduler, pod: Pod) -> CycleState:
+    state = CycleState(cluster=cluster)
+    for plugin in scheduler.profile.pre_filters:
+        assert plugin.pre_filter(state, pod).is_success
+    return state
+
+
+# ---- the table mirrors the cluster -------------------------------------------------------------
+
+
+def check_table_mirrors_cluster(cluster: Cluster, scheduler: Scheduler) -> None:
+    table = scheduler.table
+    table.refresh()
+    alloc, used, zfree, zvalid = (table.view(n) for n in ("alloc", "used", "zfree", "zvalid"))
+    for name, record in cluster.nodes.items():
+        row = table.index[name]
+        allocatable = record.spec.allocatable or (record.model.allocatable if record.model else {})
+        for resource in set(allocatable) | set(table.resources):
+            assert alloc[row, table.resources.index(resource)] == allocatable.get(resource, 0), (name, resource)
+        for resource in set(record.requested) | set(table.resources):
+            assert used[row, table.resources.index(resource)] == record.requested.get(resource, 0), (name, resource)
+        zones = cluster.zone_available(name)
+        assert int(zvalid[row].sum()) == len(zones)
+        for slot, numa_id in enumerate(sorted(zones)):
+            for resource in set(zones[numa_id]) | set(table.zone_resources):
+                assert zfree[row, slot, table.zone_resources.index(resource)] == zones[numa_id].get(resource, 0), \
+                    (name, numa_id, resource)
+
+
+# ---- properties --------------------------------------------------------------------------------
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(description=clusters(), data=st.data())
+def test_vector_filters_and_scores_are_the_per_node_ones(description: ClusterDescription, data: st.DataObject) -> None:
+    cluster = description.build()
+    scheduler = Scheduler(cluster, profile())
+    exact_filters = [registry.create(name) for name in EXACT_FILTERS]
+    alignment = registry.create("NUMAAlignment")
+    numa_score = registry.create("NUMAScore")
+    fit_scores = [registry.create("NodeResourcesFit", {"scoringStrategy": {"type": s}}) for s in FIT_STRATEGIES]
+    fit_scores.append(registry.create("NodeResourcesBalancedAllocation"))
+    for i in range(4):
+        pod = data.draw(scheduling_pods(f"p{i}"), label=f"pod {i}")
+        check_table_mirrors_cluster(cluster, scheduler)
+        table = scheduler.table
+        names = list(table.names)
+        rows = np.arange(table.size)
+        subset = np.array(sorted(data.draw(st.sets(st.sampled_from(list(rows))), label="rows")), dtype=np.int64)
+        state = cycle_state(cluster, scheduler, pod)
+        for plugin in exact_filters:
+            mask, _ = plugin.filter_all(state, pod, table, rows)
+            exact = [plugin.filter(state, pod, cluster.nodes[name]).is_success for name in names]
+            assert list(mask) == exact, f"{plugin.name}: vector {list(mask)} per node {exact}"
+            part, _ = plugin.filter_all(state, pod, table, subset)
+            assert list(part) == [exact[r] for r in subset], f"{plugin.name} on rows {list(subset)}"
+        vector, _ = alignment.filter_all(state, pod, table, rows)
+        for row, name in enumerate(names):
+            verdict = alignment.filter(state, pod, cluster.nodes[name])
+            event(f"NUMAAlignment exact={verdict.is_success} vector={bool(vector[row])}")
+            if verdict.is_success:
+                assert vector[row], f"NUMAAlignment's vector form refused {name}, which its exact filter passes"
+        for plugin in [numa_score, *fit_scores]:
+            scores = plugin.score_all(state, pod, table, rows)
+            per_node = [plugin.score(state, pod, cluster.nodes[name], table) for name in names]
+            assert list(scores) == per_node, f"{plugin.name}: vector {list(scores)} per node {per_node}"
+            if plugin is not numa_score:
+                assert per_node == [fit_score(plugin, pod, cluster, name) for name in names], plugin.strategy
+        decision = scheduler.schedule(pod, now=10.0 + i)
+        if decision.node is not None and data.draw(st.booleans(), label="bind"):
+            scheduler.bound(pod, now=10.0 + i)
+
+
+def fit_score(plugin: object, pod: Pod, cluster: Cluster, name: str) -> int:
+    """NodeResourcesFit's score from the node's own allocatable and requests (its documented formula)."""
+    record = cluster.nodes[name]
+    allocatable = record.spec.allocatable or (record.model.allocatable if record.model else {})
+    requests = pod.effective_requests()
+    weights = plugin.weights  # type: ignore[attr-defined]
+    fractions = []
+    for resource in weights:
+        want = requests.get(resource, 0) or NON_ZERO.get(resource, 0)
+        alloc = allocatable.get(resource, 0)
+        used = record.requested.get(resource, 0) + want
+        fractions.append(min(used / max(alloc, 1), 1.0) if alloc > 0 else 1.0)
+    frac = np.array(fractions)
+    weight = np.array(list(weights.values()), dtype=float)
+    strategy = plugin.strategy  # type: ignore[attr-defined]
+    if strategy == "BalancedAllocation":
+        return int((1.0 - frac.std()) * 100)
+    if strategy == "MostAllocated":
+        return int((frac * weight).sum() / weight.sum() * 100)
+    return int(((1.0 - frac) * weight).sum() / weight.sum() * 100)
+
+
+def outcome(decision: Decision) -> tuple:
+    placement = decision.placement.to_dict() if decision.placement else None
+    return decision.node, placement, decision.status, dict(decision.reasons), decision.nodes
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(description=clusters(), data=st.data())
+def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescription, data: st.DataObject) -> None:
+    cached_cluster, plain_cluster = description.build(), description.build()
+    cached = Scheduler(cached_cluster, profile())
+    plain = Scheduler(plain_cluster, profile(), cache_size=0)
+    templates = [data.draw(scheduling_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
+    node_names = [n.spec.name for n in description.nodes]
+    placed: list[Pod] = []
+    for i in range(10):
+        template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
+        pod = dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+        now = 10.0 + i
+        first, second = cached.schedule(pod, now=now), plain.schedule(pod, now=now)
+        assert outcome(first) == outcome(second), f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"
+        event(f"scheduled={first.node is not None}")
+        if first.node is not None:
+            placed.append(pod)
+        action = data.draw(st.sampled_from(("none", "bind", "unreserve", "foreign", "report", "cordon")), label="then")
+        for scheduler in (cached, plain):
+            cluster = scheduler.cluster
+            if action == "bind" and first.node is not None:
+                scheduler.bound(pod, now=now)
+            elif action == "unreserve" and first.node is not None:
+                scheduler.unreserve(pod)
+            elif action == "foreign":
+                foreign = dataclasses.replace(templates[i % len(templates)], name=f"f{i}", uid=f"f{i}")
+                cluster.add_bound_pod(foreign, node_names[i % len(node_names)], now=now)
+            elif action == "report":
+                node = description.nodes[i % len(description.nodes)]
+                if node.kind in ("direct", "report"):
+                    cluster.update_report(report_of(node.shape.kubelet(node.spec.name, reference=False)), now=now)
+            elif action == "cordon":
+                spec = cluster.nodes[node_names[i % len(node_names)]].spec
+                cluster.set_node(dataclasses.replace(spec, unschedulable=not spec.unschedulable))
+
+
+@pytest.mark.xfail(strict=True, reason="NodeResourcesFit.filter_all reads an allocatable pods count of 0 as absent "
+                   "(110), so a node that takes no pods passes the vector filter while the per-node filter says "
+                   "Too many pods")
+def test_a_node_that_takes_no_pods_takes_none() -> None:
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n", allocatable={"cpu": 2000, "memory": 4 * GI, "pods": 0}))
+    scheduler = Scheduler(cluster, profile())
+    pod = Pod("p", uid="p")
+    plugin = registry.create("NodeResourcesFit")
+    state = cycle_state(cluster, scheduler, pod)
+    assert plugin.filter(state, pod, cluster.nodes["n"]).message == "Too many pods"
+    scheduler.table.refresh()
+    mask, _ = plugin.filter_all(state, pod, scheduler.table, np.arange(1))
+    assert not mask[0]
+    assert scheduler.schedule(pod, now=0).node is None
