@@ -395,9 +395,6 @@ LedgerMachine.TestCase.settings = settings(
 TestLedger = LedgerMachine.TestCase
 
 
-@pytest.mark.xfail(strict=True, reason="unreserve releases through the memory manager's RemoveContainer, which returns a "
-                   "multi-NUMA group's bytes to its nodes in ascending order, not where they were taken: the node's "
-                   "per-NUMA memory (replica state and zone_available) is not restored exactly")
 def test_unreserve_restores_memory_exactly() -> None:
     # Two NUMA nodes of 4 GiB, 356 MiB of them reserved on node 0. A foreign pod of 5 GiB spans
     # both (3.65 GiB from node 0, 1.35 GiB from node 1); the next pod's 1 GiB comes from node 1,
@@ -428,9 +425,6 @@ def test_unreserve_restores_memory_exactly() -> None:
                      id="GPU on NUMA node 1 only"),
     ],
 )
-@pytest.mark.xfail(strict=True, reason="KubeletNode.to_nrt passes an availability for every zone and device resource "
-                   "(cpu: 0 where all CPUs are reserved, nvidia.com/gpu: 0 where there is no GPU) and nrt_from_machine "
-                   "refuses availability for a resource the zone does not publish: InputError")
 def test_reports_publish_what_the_zones_have(reserved: CPUSet | None, gpus: tuple, published: dict[str, set[str]]) -> None:
     machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 2} for c in range(4)],
                                      memory_per_numa=4 * GI)
@@ -440,8 +434,6 @@ def test_reports_publish_what_the_zones_have(reserved: CPUSet | None, gpus: tupl
     assert kubelet.to_nrt() == report_of(kubelet)
 
 
-@pytest.mark.xfail(strict=True, reason="Cluster._unreflected_usage sums every container's cpuset and memory, so the "
-                   "CPU and memory an app container reuses from its init container are subtracted twice from the report")
 def test_a_pod_with_an_init_container_is_subtracted_once() -> None:
     # Two NUMA nodes of 4 CPUs and 4 GiB. The pod's init container and app container take 1 CPU
     # and 1 GiB each; the app container reuses the init container's CPU and memory, so the pod

@@ -33,7 +33,8 @@ from toposched.kubelet.topology_manager import (
     numa_distances,
 )
 from toposched.topology import CPUSet, Machine
-from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
+from toposched.topology.nrt import ZONE_TYPE_NODE, NodeResourceTopology, nrt_from_machine
+from toposched.topology.nrt import numa_id_of_zone as numa_zone_id
 from toposched.workload import Container, Pod, add_resources
 
 __all__ = ["Admission", "ContainerAllocation", "DevicePlugins", "KubeletNode"]
@@ -158,6 +159,7 @@ class KubeletNode:
         self.allocatable = self._allocatable()
         self.pods: dict[str, Pod] = {}
         self.admissions: dict[str, Admission] = {}
+        self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
         self._requested: dict[str, int] = {}
 
     # ---- node-level capacity -------------------------------------------------------------------
@@ -230,6 +232,7 @@ class KubeletNode:
                 devices=MappingProxyType(dict(got.get("devices", _EMPTY))),
             )
         admission = Admission(pod.key, True, containers=MappingProxyType(containers))
+        self._latest = (uid, snapshot, dict(self._requested))
         self.pods[uid] = pod
         self.admissions[uid] = admission
         add_resources(self._requested, requests)
@@ -259,12 +262,33 @@ class KubeletNode:
                 )
         return None
 
+    def unadmit(self, pod: Pod | str) -> None:
+        """Undo an admission as if it had never happened (the scheduler's Unreserve).
+
+        Exact when the pod is the node's latest admission and nothing was released since: the
+        state from just before it is put back. Otherwise the pod is released as the kubelet
+        releases a pod (whose memory manager may hand a multi-NUMA group's bytes back to other
+        nodes of the group than they came from, as upstream does).
+        """
+        uid = pod if isinstance(pod, str) else _uid(pod)
+        latest = self._latest
+        if latest is None or latest[0] != uid or uid not in self.pods:
+            self.release(uid)
+            return
+        _, snapshot, requested = latest
+        self._restore(snapshot, uid)
+        del self.pods[uid]
+        del self.admissions[uid]
+        self._requested = requested
+        self._latest = None
+
     def release(self, pod: Pod | str) -> None:
         """Forget a pod that finished or was deleted: every CPU, memory block and device it held comes back."""
         uid = pod if isinstance(pod, str) else _uid(pod)
         known = self.pods.pop(uid, None)
         if known is None:
             return
+        self._latest = None
         self.admissions.pop(uid, None)
         if self.cpu is not None:
             self.cpu.release_pod(uid)
@@ -362,17 +386,18 @@ class KubeletNode:
         return out
 
     def to_nrt(self) -> NodeResourceTopology:
-        """This node's NodeResourceTopology report, with current availability."""
+        """This node's NodeResourceTopology report, with current availability.
+
+        Availability is given for exactly the resources each zone publishes (node-feature-
+        discovery leaves out, e.g., ``cpu`` on a zone whose CPUs are all reserved).
+        """
         reserved = self.cpu.reserved_cpus if self.cpu is not None else (self.config.reserved_system_cpus or CPUSet())
-        return nrt_from_machine(
-            self.machine,
-            node_name=self.name,
-            policy=self.config.topology_manager_policy,
-            scope=self.config.topology_manager_scope,
-            available=self.available(),
-            device_resources=self.device_counts(),
-            reserved_cpus=reserved,
-        )
+        shape = dict(node_name=self.name, policy=self.config.topology_manager_policy,
+                     scope=self.config.topology_manager_scope, device_resources=self.device_counts(), reserved_cpus=reserved)
+        published = {numa_zone_id(z.name): {r.name for r in z.resources}
+                     for z in nrt_from_machine(self.machine, **shape).zones if z.type == ZONE_TYPE_NODE}
+        available = {n: {k: v for k, v in zone.items() if k in published.get(n, ())} for n, zone in self.available().items()}
+        return nrt_from_machine(self.machine, available=available, **shape)
 
 
 def _uid(pod: Pod) -> str:

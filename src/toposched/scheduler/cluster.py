@@ -40,6 +40,7 @@ class PodEntry:
     assumed: bool  # reserved by us, not yet confirmed bound
     since: float  # when it was reserved or first seen
     reflected: bool = False  # the node's last report already counts it
+    usage: dict[int, dict[str, int]] = field(default_factory=dict)  # what admitting it took from each zone
 
 
 @dataclass
@@ -242,13 +243,15 @@ class Cluster:
         uid = _uid(pod)
         if uid in self.pod_node:
             raise InputError(f"pod is already on node {self.pod_node[uid]}", field="pod", source=f"pod {pod.key}")
-        admission, placement = None, Placement(node)
+        admission, placement, usage = None, Placement(node), {}
         if exact and record.model is not None:
+            before = record.model.available()
             admission = record.model.admit(pod)
             if not admission.admitted:
                 return admission, None
             placement = placement_of(node, admission, pod)
-        record.pods[uid] = PodEntry(pod, placement, assumed=True, since=now)
+            usage = _taken(before, record.model.available())
+        record.pods[uid] = PodEntry(pod, placement, assumed=True, since=now, usage=usage)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -272,7 +275,10 @@ class Cluster:
         record = self.nodes[node]
         entry = record.pods.pop(uid)
         if record.model is not None:
-            record.model.release(uid)
+            if entry.assumed:
+                record.model.unadmit(uid)  # never reached the kubelet: as if it had never been admitted
+            else:
+                record.model.release(uid)
         for resource, value in entry.pod.effective_requests().items():
             record.requested[resource] -= value
         record.requested["pods"] -= 1
@@ -291,10 +297,13 @@ class Cluster:
         self.forget(uid)
         record = self._record(node)
         placement: Placement | None = Placement(node)
+        usage: dict[int, dict[str, int]] = {}
         if record.model is not None:
+            before = record.model.available()
             admission = record.model.admit(pod)
             placement = placement_of(node, admission, pod) if admission.admitted else None
-        record.pods[uid] = PodEntry(pod, placement, assumed=False, since=now)
+            usage = _taken(before, record.model.available())
+        record.pods[uid] = PodEntry(pod, placement, assumed=False, since=now, usage=usage)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -331,25 +340,25 @@ class Cluster:
     def _unreflected_usage(self, record: NodeRecord) -> dict[int, dict[str, int]]:
         """What placements the last report does not show yet take from each zone."""
         usage: dict[int, dict[str, int]] = {}
-        machine = record.model.machine if record.model else None
         for entry in record.pods.values():
-            if entry.reflected or entry.placement is None or machine is None:
+            if entry.reflected:
                 continue
-            for c in entry.placement.containers.values():
-                for cpu in c.cpuset:
-                    zone = usage.setdefault(machine.cpu(cpu).numa_id, {})
-                    zone["cpu"] = zone.get("cpu", 0) + 1000
-                for numa_id, resources in c.memory.items():
-                    zone = usage.setdefault(numa_id, {})
-                    for name, value in resources.items():
-                        zone[name] = zone.get(name, 0) + value
-                for resource, ids in c.devices.items():
-                    for device_id in ids:
-                        numa = _device_numa(record.model, resource, device_id)  # type: ignore[arg-type]
-                        if numa is not None:
-                            zone = usage.setdefault(numa, {})
-                            zone[resource] = zone.get(resource, 0) + 1
+            for numa_id, resources in entry.usage.items():
+                zone = usage.setdefault(numa_id, {})
+                for name, value in resources.items():
+                    zone[name] = zone.get(name, 0) + value
         return usage
+
+
+def _taken(before: Mapping[int, Mapping[str, int]], after: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
+    """Per zone and resource, how much less is available after than before (an admission's real take)."""
+    out: dict[int, dict[str, int]] = {}
+    for numa_id, resources in before.items():
+        now = after.get(numa_id, {})
+        taken = {name: value - now.get(name, 0) for name, value in resources.items() if value > now.get(name, 0)}
+        if taken:
+            out[numa_id] = taken
+    return out
 
 
 def _uid(pod: Pod) -> str:
@@ -364,10 +373,3 @@ def _device_plugins(machine: Machine) -> dict[str, list[tuple[str, list[int] | N
         if resource:
             out.setdefault(resource, []).append((d.address, None if d.numa_id is None else [d.numa_id]))
     return out
-
-
-def _device_numa(model: KubeletNode, resource: str, device_id: str) -> int | None:
-    topology = model.devices.state.devices.get(resource, {}).get(device_id)
-    if topology is None or len(topology) != 1:
-        return None
-    return next(iter(topology))
