@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.strategies import GI, GPU, NodeShape, node_shapes, pods
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import CycleState, Profile, registry
 from toposched.scheduler.nodes import NodeSpec, Taint
 from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.workload import Pod, Toleration
-from tests.scheduler.strategies import GI, GPU, NodeShape, node_shapes, pods, report_of
 
-SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = {"deadline": None, "derandomize": True, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 KINDS = ("direct", "direct", "direct", "report", "report", "plain", "broken")
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
 EXACT_FILTERS = ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
@@ -80,14 +80,14 @@ class ClusterDescription:
                                  device_plugins=node.shape.devices)
                 continue
             cluster.set_node(node.spec)
-            report = report_of(node.shape.kubelet(name, reference=False))
+            report = node.shape.kubelet(name, reference=False).to_nrt()
             if node.kind == "report":
                 cluster.update_report(report, now=0.0)
             elif node.kind == "broken":
                 cluster.update_report(dataclasses.replace(report, zones=()), now=0.0)  # no NUMA zone: unusable
         for name in self.stale_reports:
             node = next(n for n in self.nodes if n.spec.name == name)
-            cluster.update_report(report_of(node.shape.kubelet(name, reference=False)), now=0.0)
+            cluster.update_report(node.shape.kubelet(name, reference=False).to_nrt(), now=0.0)
         for i, (pod, name, assumed) in enumerate(self.history):
             if assumed:
                 cluster.assume(pod, name, now=1.0 + i)
@@ -283,15 +283,12 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
             elif action == "report":
                 node = description.nodes[i % len(description.nodes)]
                 if node.kind in ("direct", "report"):
-                    cluster.update_report(report_of(node.shape.kubelet(node.spec.name, reference=False)), now=now)
+                    cluster.update_report(node.shape.kubelet(node.spec.name, reference=False).to_nrt(), now=now)
             elif action == "cordon":
                 spec = cluster.nodes[node_names[i % len(node_names)]].spec
                 cluster.set_node(dataclasses.replace(spec, unschedulable=not spec.unschedulable))
 
 
-@pytest.mark.xfail(strict=True, reason="NodeResourcesFit.filter_all reads an allocatable pods count of 0 as absent "
-                   "(110), so a node that takes no pods passes the vector filter while the per-node filter says "
-                   "Too many pods")
 def test_a_node_that_takes_no_pods_takes_none() -> None:
     cluster = Cluster()
     cluster.set_node(NodeSpec("n", allocatable={"cpu": 2000, "memory": 4 * GI, "pods": 0}))

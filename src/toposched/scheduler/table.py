@@ -15,6 +15,7 @@ from toposched.scheduler.cluster import Cluster
 
 __all__ = ["POLICY_CODES", "NodeTable"]
 
+DEFAULT_MAX_PODS = 110
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
 
 
@@ -138,6 +139,8 @@ class NodeTable:
             col = self.resource_column(resource)
             self._used[row, col] = value
         model = record.model
+        if "pods" not in record.spec.allocatable:
+            self._alloc[row, self.resource_column("pods")] = DEFAULT_MAX_PODS  # the kubelet's default maxPods
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
         self._zvalid[row] = False
@@ -153,6 +156,7 @@ class NodeTable:
             for resource, value in model.allocatable.items():
                 col = self.resource_column(resource)
                 self._alloc[row, col] = value
+            self._alloc[row, self.resource_column("pods")] = model.allocatable.get("pods", DEFAULT_MAX_PODS)
         zones = self.cluster.zone_available(name)
         for slot, numa_id in enumerate(sorted(zones)[: self.max_zones]):
             self._zvalid[row, slot] = True

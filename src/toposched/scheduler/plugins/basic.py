@@ -17,7 +17,7 @@ from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.nodes import untolerated_taint
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
 from toposched.workload import Pod
 
 __all__ = ["NodeAffinity", "NodeResourcesFit", "NodeUnschedulable", "TaintToleration"]
@@ -142,7 +142,7 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})
         reasons = []
-        if node.requested.get("pods", 0) + 1 > allocatable.get("pods", 110):
+        if node.requested.get("pods", 0) + 1 > allocatable.get("pods", DEFAULT_MAX_PODS):
             reasons.append("Too many pods")
         for resource, want in sorted(self._requests(state, pod).items()):
             if node.requested.get(resource, 0) + want > allocatable.get(resource, 0):
@@ -154,8 +154,7 @@ class NodeResourcesFit:
         cols = [table.resource_column(r) for r in requests]  # may add columns: read the arrays afterwards
         alloc, used = table.view("alloc")[rows], table.view("used")[rows]
         pods = table.resource_column("pods")
-        alloc_pods = np.where(alloc[:, pods] > 0, alloc[:, pods], 110)
-        ok = used[:, pods] + 1 <= alloc_pods
+        ok = used[:, pods] + 1 <= alloc[:, pods]
         if cols:
             want = np.fromiter(requests.values(), dtype=np.int64, count=len(cols))
             ok &= (used[:, cols] + want <= alloc[:, cols]).all(axis=1)
