@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from toposched.kubelet import KubeletConfig, KubeletNode, fast_merge_hints, merge_hints
 from toposched.kubelet.config import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES
 from toposched.topology import CPUSet, Device, DeviceKind, LogicalCPU, Machine, NUMANode
-from toposched.topology.nrt import NodeResourceTopology, nrt_from_machine
 from toposched.workload import Container, Pod
 
 __all__ = [
@@ -40,14 +39,11 @@ __all__ = [
     "MI",
     "NodeShape",
     "comparable_state",
-    "comparable_zones",
     "describe_pod",
     "kubelet_configs",
     "machines",
-    "memory_groups",
     "node_shapes",
     "pods",
-    "report_of",
 ]
 
 MI = 2**20
@@ -308,14 +304,6 @@ def pods(draw: st.DrawFn, name: str = "pod", *, gpus: bool = True, annotations: 
     return Pod(name, uid=name, containers=containers, init_containers=init_containers, annotations=notes)
 
 
-def memory_groups(kubelet: KubeletNode) -> dict[int, tuple[int, ...]]:
-    """Per NUMA node, the memory manager group it belongs to (itself alone without the Static policy)."""
-    if kubelet.memory is None:
-        return {n: (n,) for n in kubelet.machine.numa_ids}
-    state = kubelet.memory.checkpoint().machine_state or {}
-    return {n: tuple(state[n].cells or (n,)) if n in state else (n,) for n in kubelet.machine.numa_ids}
-
-
 def comparable_state(kubelet: KubeletNode) -> tuple[Any, ...]:
     """``kubelet.state()`` with the memory of each multi-NUMA group summed over the group.
 
@@ -338,40 +326,6 @@ def comparable_state(kubelet: KubeletNode) -> tuple[Any, ...]:
                                 sum(t.reserved for t in members), sum(t.free for t in members))
         nodes[numa_id] = (node.number_of_assignments, cells, tables)
     return cpu, nodes, memory.entries, memory.pod_entries, devices, requested, pods
-
-
-def comparable_zones(kubelet: KubeletNode, zones: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
-    """Per-zone availability with memory and hugepages summed over each memory group (see :func:`comparable_state`)."""
-    groups = memory_groups(kubelet)
-    out = {}
-    for numa_id, resources in zones.items():
-        out[numa_id] = {}
-        for name, value in resources.items():
-            if name == "memory" or name.startswith("hugepages-"):
-                value = sum(zones.get(c, {}).get(name, 0) for c in groups.get(numa_id, (numa_id,)))
-            out[numa_id][name] = value
-    return out
-
-
-def report_of(kubelet: KubeletNode) -> NodeResourceTopology:
-    """What ``kubelet.to_nrt()`` publishes, availability given only for the resources a zone publishes.
-
-    ``to_nrt`` hands ``nrt_from_machine`` an availability for every zone and device resource,
-    which it refuses for a zone without unreserved CPUs or without that device
-    (test_ledger_state_machine.py::test_reports_publish_what_the_zones_have); this is ``to_nrt`` with that mended.
-    """
-    reserved = kubelet.cpu.reserved_cpus if kubelet.cpu is not None else (kubelet.config.reserved_system_cpus or CPUSet())
-    counts = kubelet.device_counts()
-    available = kubelet.available()
-    for numa_id, zone in available.items():
-        if not kubelet.machine.numa(numa_id).cpus - reserved:
-            zone.pop("cpu", None)
-        for resource, per_zone in counts.items():
-            if not per_zone.get(numa_id):
-                zone.pop(resource, None)
-    return nrt_from_machine(kubelet.machine, node_name=kubelet.name, policy=kubelet.config.topology_manager_policy,
-                            scope=kubelet.config.topology_manager_scope, available=available, device_resources=counts,
-                            reserved_cpus=reserved)
 
 
 def describe_pod(pod: Pod) -> str:

@@ -18,11 +18,8 @@ After every step:
 
 And per step:
 
-* an unreserve right after the reserve restores the node's prior state (replica and
-  ``zone_available``), and a cycle that places nothing changes nothing — up to bytes moving
-  between the NUMA nodes of one memory-manager group, which the kubelet's release does (see
-  ``strategies.comparable_state``; ``test_unreserve_restores_memory_exactly`` pins the exact
-  form);
+* an unreserve right after the reserve restores the node's exact prior state (replica and
+  ``zone_available``), and a cycle that places nothing changes nothing;
 * when a directly known node's replica holds what its real kubelet holds, the decision's
   placement there is what that kubelet decides for the pod;
 * a node whose last report matches its pods, with nothing in flight, offers exactly what its
@@ -39,28 +36,23 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.strategies import (
+    GI,
+    MI,
+    NodeShape,
+    describe_pod,
+    node_shapes,
+    pods,
+)
 from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.kubelet.memory_manager import hugepage_resource_name
 from toposched.scheduler.cluster import FINGERPRINT_ATTRIBUTE, Cluster, placement_of
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.framework import Profile
 from toposched.scheduler.nodes import NodeSpec
-from toposched.scheduler.placement import Placement
 from toposched.scheduler.scheduler import Scheduler
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod, add_resources
-from tests.scheduler.strategies import (
-    GI,
-    MI,
-    NodeShape,
-    comparable_state,
-    comparable_zones,
-    describe_pod,
-    memory_groups,
-    node_shapes,
-    pods,
-    report_of,
-)
 
 
 def toposched_profile() -> Profile:
@@ -81,22 +73,6 @@ def requests_of(all_pods: list[Pod]) -> dict[str, int]:
     if all_pods:
         total["pods"] = len(all_pods)
     return {k: v for k, v in total.items() if v}
-
-
-def comparable_placement(placement: Placement | None, groups: dict[int, tuple[int, ...]]) -> object:
-    """A placement with each container's memory summed per memory-manager group (see comparable_state)."""
-    if placement is None:
-        return None
-    out = {}
-    for name, c in sorted(placement.containers.items()):
-        memory: dict[tuple[int, ...], dict[str, int]] = {}
-        for numa_id, resources in c.memory.items():
-            group = memory.setdefault(groups.get(numa_id, (numa_id,)), {})
-            for resource, value in resources.items():
-                group[resource] = group.get(resource, 0) + value
-        grouped = any(len(groups.get(n, (n,))) > 1 for n in c.memory)
-        out[name] = (c.cpuset, dict(c.devices), memory, None if grouped else c.numa_nodes)
-    return placement.node, out
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -126,7 +102,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 self.cluster.set_node(NodeSpec(name), machine=shape.machine, kubelet_config=shape.config,
                                       device_plugins=shape.devices)
             else:
-                self.cluster.update_report(report_of(self.real[name]), now=self.now)
+                self.cluster.update_report(self.real[name].to_nrt(), now=self.now)
 
     # ---- helpers ---------------------------------------------------------------------------------
 
@@ -135,15 +111,14 @@ class LedgerMachine(RuleBasedStateMachine):
         return data.draw(pods(f"p{self.count}"), label=f"pod p{self.count}")
 
     def snapshot(self) -> dict[str, object]:
-        """Every node's replica state and offer, as far as a release can restore them."""
+        """Every node's replica state, offer and requests."""
         out = {}
         for name, record in self.cluster.nodes.items():
             model = record.model
             if model is None:
-                out[name] = (None, dict(record.requested))
+                out[name] = (None, None, dict(record.requested))
                 continue
-            out[name] = (comparable_state(model), comparable_zones(model, self.cluster.zone_available(name)),
-                         dict(record.requested))
+            out[name] = (model.state(), self.cluster.zone_available(name), dict(record.requested))
         return out
 
     def describe(self) -> str:
@@ -192,16 +167,13 @@ class LedgerMachine(RuleBasedStateMachine):
         node = decision.node
         assert self.cluster.pod_node[uid] == node
         assert self.cluster.nodes[node].pods[uid].placement == decision.placement
-        model = self.cluster.nodes[node].model
-        if node in self.direct and before[node][0] == comparable_state(self.real[node]):
+        if node in self.direct and before[node][0] == self.real[node].state():
             # The replica held exactly what the real kubelet holds: it predicted that kubelet.
             admission = self.real_copy(node).admit(pod)
             event("reserve: replica in step with the real kubelet")
             assert admission.admitted, f"the real kubelet would reject {describe_pod(pod)}: {admission.message}" + \
                 self.describe()
-            groups = memory_groups(model)
-            assert comparable_placement(decision.placement, groups) == \
-                comparable_placement(placement_of(node, admission, pod), groups), (
+            assert decision.placement == placement_of(node, admission, pod), (
                     f"placement {decision.placement.to_dict()} is not the real kubelet's "
                     f"{placement_of(node, admission, pod).to_dict()}" + self.describe())
 
@@ -267,7 +239,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def report(self, data: st.DataObject, with_fingerprint: bool) -> None:
         node = data.draw(st.sampled_from(sorted(self.shapes)), label="report of")
         real = self.real[node]
-        nrt = report_of(real)
+        nrt = real.to_nrt()
         if with_fingerprint:
             fingerprint = pods_fingerprint((p.namespace, p.name) for p in real.pods.values())
             nrt = dataclasses.replace(nrt, attributes={**nrt.attributes, FINGERPRINT_ATTRIBUTE: fingerprint})
@@ -276,9 +248,9 @@ class LedgerMachine(RuleBasedStateMachine):
         record = self.cluster.nodes[node]
         settled = with_fingerprint and not any(e.assumed for e in record.pods.values()) and \
             set(record.pods) == set(real.pods)
-        if settled and node in self.direct and comparable_state(record.model) == comparable_state(real):
+        if settled and node in self.direct and record.model.state() == real.state():
             event("report: settled node")
-            assert comparable_zones(real, self.cluster.zone_available(node)) == comparable_zones(real, real.available()), (
+            assert self.cluster.zone_available(node) == real.available(), (
                 f"a settled node offers {self.cluster.zone_available(node)}, its kubelet reports {real.available()}"
                 + self.describe())
 
@@ -325,8 +297,8 @@ class LedgerMachine(RuleBasedStateMachine):
                     for resource, value in model.config.reserved_memory.get(node.id, {}).items():
                         zone[resource] -= value
             for resource, per_zone in model.device_counts().items():
-                for numa_id in capacity:
-                    capacity[numa_id][resource] = per_zone.get(numa_id, 0)
+                for numa_id, zone in capacity.items():
+                    zone[resource] = per_zone.get(numa_id, 0)
             # Exclusive CPUs and devices per zone, from the placements; app containers reuse their
             # init containers' CPUs and devices, so each pod counts its union once.
             used: dict[tuple[int, ...], dict[str, int]] = {}
@@ -431,7 +403,6 @@ def test_reports_publish_what_the_zones_have(reserved: CPUSet | None, gpus: tupl
     kubelet = KubeletNode(machine, KubeletConfig(cpu_manager_policy="static", reserved_system_cpus=reserved),
                           device_plugins={"nvidia.com/gpu": gpus} if gpus else None)
     assert {z.name: {r.name for r in z.resources} for z in kubelet.to_nrt().zones} == published
-    assert kubelet.to_nrt() == report_of(kubelet)
 
 
 def test_a_pod_with_an_init_container_is_subtracted_once() -> None:
