@@ -104,8 +104,7 @@ def node_specs(draw: st.DrawFn, name: str, kind: str) -> NodeSpec:
         allocatable = {
             "cpu": draw(st.sampled_from((2000, 8000, 32000))),
             "memory": draw(st.sampled_from((4, 16, 64))) * GI,
-            # "pods": 0 is left to test_a_node_that_takes_no_pods_takes_none, which pins how the vector form misreads it
-            "pods": draw(st.sampled_from((110, 110, 2))),
+            "pods": draw(st.sampled_from((110, 110, 2, 0))),
         }
         if draw(st.booleans()):
             allocatable[GPU] = draw(st.integers(0, 2))
