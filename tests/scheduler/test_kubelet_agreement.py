@@ -209,8 +209,6 @@ def test_pod_scope_counts_only_exclusive_cpus() -> None:
     assert Scheduler(cluster, toposched_profile()).schedule(pod, now=0).node == "n"
 
 
-@pytest.mark.xfail(strict=True, reason="NUMAAlignment.filter gives its trial admission back with KubeletNode.release, "
-                   "which returns a multi-NUMA memory group's bytes in fill order; KubeletNode.unadmit would undo it")
 def test_the_per_node_filter_leaves_the_replica_as_it_was() -> None:
     # Two NUMA nodes of 4 GiB, 356 MiB of them reserved on node 0. A bound pod of 5 GiB spans
     # both (3.65 GiB from node 0, 1.35 GiB from node 1); the trial pod's 1 GiB comes from node 1,
