@@ -160,6 +160,13 @@ class KubeletNode:
         self.pods: dict[str, Pod] = {}
         self.admissions: dict[str, Admission] = {}
         self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
+        self._mutations = 0  # bumped by every admission, release and undo (memoises available())
+        self._available: tuple[int, Any, Any, dict[int, dict[str, int]]] | None = None
+        self._zones = []  # (NUMA id, CPU mask, hugepages and regular memory when not pinned by a memory manager)
+        for node in machine.numa_nodes:
+            regular = {hugepage_resource_name(size): size * count for size, count in node.hugepages.items()}
+            regular["memory"] = node.memory_bytes - sum(size * count for size, count in node.hugepages.items())
+            self._zones.append((node.id, node.cpus.mask, regular))
         self._requested: dict[str, int] = {}
 
     # ---- node-level capacity -------------------------------------------------------------------
@@ -232,6 +239,7 @@ class KubeletNode:
                 devices=MappingProxyType(dict(got.get("devices", _EMPTY))),
             )
         admission = Admission(pod.key, True, containers=MappingProxyType(containers))
+        self._mutations += 1
         self._latest = (uid, snapshot, dict(self._requested))
         self.pods[uid] = pod
         self.admissions[uid] = admission
@@ -276,6 +284,7 @@ class KubeletNode:
             self.release(uid)
             return
         _, snapshot, requested = latest
+        self._mutations += 1
         self._restore(snapshot, uid)
         del self.pods[uid]
         del self.admissions[uid]
@@ -289,6 +298,7 @@ class KubeletNode:
         if known is None:
             return
         self._latest = None
+        self._mutations += 1
         self.admissions.pop(uid, None)
         if self.cpu is not None:
             self.cpu.release_pod(uid)
@@ -343,25 +353,25 @@ class KubeletNode:
         ``Static``, else the zone's allocatable; device resources: free healthy devices on
         the zone.
         """
+        cpu_state = self.cpu.state if self.cpu is not None else None
+        cached = self._available
+        if cached is not None and cached[0] == self._mutations and cached[1] is cpu_state and cached[2] is self.devices.state:
+            return {n: dict(z) for n, z in cached[3].items()}
         out: dict[int, dict[str, int]] = {}
         if self.cpu is not None:
-            free = self.cpu.available_cpus() - self.cpu.reserved_cpus
+            free = (self.cpu.available_cpus() - self.cpu.reserved_cpus).mask
         else:
-            free = self.machine.online - (self.config.reserved_system_cpus or CPUSet())
+            free = (self.machine.online - (self.config.reserved_system_cpus or CPUSet())).mask
         memory_free = self.memory.available() if self.memory is not None else None
-        for node in self.machine.numa_nodes:
+        for numa_id, cpu_mask, regular in self._zones:
             zone: dict[str, int] = {}
-            if node.cpus:
-                zone["cpu"] = len(node.cpus & free) * 1000
+            if cpu_mask:
+                zone["cpu"] = (cpu_mask & free).bit_count() * 1000
             if memory_free is not None:
-                zone.update(memory_free.get(node.id, {}))
+                zone.update(memory_free.get(numa_id, {}))
             else:
-                hugepages = 0
-                for size, count in node.hugepages.items():
-                    zone[hugepage_resource_name(size)] = size * count
-                    hugepages += size * count
-                zone["memory"] = node.memory_bytes - hugepages
-            out[node.id] = zone
+                zone.update(regular)
+            out[numa_id] = zone
         state = self.devices.state
         for resource in self.devices.resources:
             for numa_id in self.machine.numa_ids:
@@ -370,7 +380,9 @@ class KubeletNode:
                 topology = state.devices[resource].get(device)
                 if topology is not None and len(topology) == 1:
                     out[next(iter(topology))][resource] += 1
-        return out
+        # The state objects are immutable and held here, so "is" tells whether they changed.
+        self._available = (self._mutations, cpu_state, state, out)
+        return {n: dict(z) for n, z in out.items()}
 
     def device_counts(self) -> dict[str, dict[int, int]]:
         """Healthy devices per resource per NUMA zone (devices without one NUMA node are not counted)."""

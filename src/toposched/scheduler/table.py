@@ -28,6 +28,8 @@ class NodeTable:
         self.index: dict[str, int] = {}
         self.resources: list[str] = ["cpu", "memory", "pods"]
         self.zone_resources: list[str] = ["cpu", "memory"]
+        self._resource_index = {r: i for i, r in enumerate(self.resources)}
+        self._zone_index = {r: i for i, r in enumerate(self.zone_resources)}
         self.max_zones = max_zones
         self._capacity = 0
         self._alloc = np.zeros((0, 3), dtype=np.int64)
@@ -59,21 +61,25 @@ class NodeTable:
 
     def resource_column(self, resource: str) -> int:
         """The node-level column of a resource, adding the column if it is new."""
-        if resource not in self.resources:
+        index = self._resource_index.get(resource)
+        if index is None:
+            index = self._resource_index[resource] = len(self.resources)
             self.resources.append(resource)
             self._alloc = _grow_cols(self._alloc, 1)
             self._used = _grow_cols(self._used, 1)
             self._dirty.update(self.names)
-        return self.resources.index(resource)
+        return index
 
     def zone_column(self, resource: str) -> int:
         """The zone-level column of a resource, adding it if it is new."""
-        if resource not in self.zone_resources:
+        index = self._zone_index.get(resource)
+        if index is None:
+            index = self._zone_index[resource] = len(self.zone_resources)
             self.zone_resources.append(resource)
             pad = np.zeros(self._zfree.shape[:2] + (1,), dtype=np.int64)
             self._zfree = np.concatenate([self._zfree, pad], axis=2)
             self._dirty.update(self.names)
-        return self.zone_resources.index(resource)
+        return index
 
     def mark_dirty(self, name: str) -> None:
         """Note that a node changed; its row is rebuilt at the next :meth:`refresh`."""

@@ -111,6 +111,9 @@ class Pod:
     overhead: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     tolerations: tuple[Toleration, ...] = ()
+    # Derived once: a pod never changes, and schedulers ask these many times per pod.
+    _qos: str = field(default="", init=False, repr=False, compare=False)
+    _requests: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "containers", tuple(self.containers))
@@ -122,6 +125,8 @@ class Pod:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise InputError(f"container names repeat: {dupes}", field="spec.containers", source=f"pod {self.key}")
+        object.__setattr__(self, "_qos", self._compute_qos())
+        object.__setattr__(self, "_requests", tuple(self._compute_requests().items()))
 
     @property
     def key(self) -> str:
@@ -143,6 +148,9 @@ class Pod:
     @property
     def qos_class(self) -> str:
         """The pod's QoS class, computed as the kubelet's ``GetPodQOS``."""
+        return self._qos
+
+    def _compute_qos(self) -> str:
         requests: dict[str, int] = {}
         limits: dict[str, int] = {}
         guaranteed = True
@@ -164,11 +172,14 @@ class Pod:
         return BURSTABLE
 
     def effective_requests(self) -> dict[str, int]:
-        """The pod's request as the scheduler counts it (``resource.PodRequests``).
+        """The pod's request as the scheduler counts it (``resource.PodRequests``), as a new dict.
 
         App containers and sidecars run together; each regular init container runs alone next
         to the sidecars started before it; the pod needs the larger of the two, plus overhead.
         """
+        return dict(self._requests)
+
+    def _compute_requests(self) -> dict[str, int]:
         total: dict[str, int] = {}
         for c in self.containers:
             add_resources(total, c.requests)
