@@ -728,11 +728,9 @@ class StaticMemoryPolicy:
         if not self.manages(pod):
             return None
         requested = self.pod_requested_resources(pod)
-        uid = self.pod_uid(pod)
-        for c in pod.all_containers:
-            blocks = self.memory_blocks(uid, c.name)
-            if blocks is not None:
-                return self._regenerate_hints(blocks, requested)
+        uid, blocks = self._held_blocks(pod)
+        if blocks is not None:
+            return self._regenerate_hints(blocks, requested)
         return self._calculate_hints(self._state, uid, requested)
 
     def topology_masks(
@@ -758,12 +756,19 @@ class StaticMemoryPolicy:
         if not self.manages(pod):
             return None
         requested = self.pod_requested_resources(pod)
+        uid, blocks = self._held_blocks(pod)
+        if blocks is not None:
+            return self._regenerate_masks(blocks, requested)
+        return self._calculate_masks(self._state, uid, requested, single_numa_only)
+
+    def _held_blocks(self, pod: Pod) -> tuple[str, tuple[Block, ...] | None]:
+        """The pod's UID and the blocks its first container that holds memory has (None if none does)."""
         uid = self.pod_uid(pod)
         for c in pod.all_containers:
             blocks = self.memory_blocks(uid, c.name)
             if blocks is not None:
-                return self._regenerate_masks(blocks, requested)
-        return self._calculate_masks(self._state, uid, requested, single_numa_only)
+                return uid, blocks
+        return uid, None
 
     # ---- allocation --------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.plugins.rows import filter_rows
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology import CPUSet, Machine
@@ -813,15 +814,7 @@ class CPUOrchestration:
             positions = np.arange(len(rows))
         else:
             positions = self._flagged(table.cluster).positions(table, rows)
-        reasons: set[str] = set()
-        for i in positions:
-            record = table.cluster.nodes.get(table.names[rows[i]])
-            if record is None:
-                continue
-            status = self.filter(state, pod, record)
-            if not status.is_success:
-                ok[i] = False
-                reasons.add(status.message)
+        reasons = filter_rows(self, state, pod, table, rows, positions, ok)
         reason = reasons.pop() if len(reasons) == 1 else "cannot bind the pod's CPUs as its CPU bind policy requires"
         return ok, reason
 

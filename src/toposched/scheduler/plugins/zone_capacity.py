@@ -54,6 +54,7 @@ from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.intent import NodePolicy, effective_policy, node_topology_policy, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import PLACEMENT_OVERRIDE_KEY, FlaggedNodes
+from toposched.scheduler.plugins.rows import filter_rows
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology import Machine
@@ -279,15 +280,7 @@ class ZoneCapacity:
         positions = self._flagged(table.cluster).positions(table, rows)
         if not len(positions) or not self._demand(state, pod).total:
             return ok, ""
-        reasons: set[str] = set()
-        for i in positions:
-            record = table.cluster.nodes.get(table.names[rows[i]])
-            if record is None:
-                continue
-            status = self.filter(state, pod, record)
-            if not status.is_success:
-                ok[i] = False
-                reasons.add(status.message)
+        reasons = filter_rows(self, state, pod, table, rows, positions, ok)
         reason = reasons.pop() if len(reasons) == 1 else \
             f"the pod's CPU does not fit the NUMA zones' capacity ({CPU_CAPACITY_ATTRIBUTE})"
         return ok, reason

@@ -1,0 +1,28 @@
+"""Running a plugin's exact per-node filter over chosen rows of the node table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from toposched.scheduler.framework import CycleState
+from toposched.scheduler.table import NodeTable
+from toposched.workload import Pod
+
+__all__ = ["filter_rows"]
+
+
+def filter_rows(plugin: Any, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
+                positions: np.ndarray, ok: np.ndarray) -> set[str]:
+    """Apply ``plugin.filter`` to ``rows[positions]``; clear ``ok`` where it refuses; return the reasons given."""
+    reasons: set[str] = set()
+    for i in positions:
+        record = table.cluster.nodes.get(table.names[rows[i]])
+        if record is None:
+            continue
+        status = plugin.filter(state, pod, record)
+        if not status.is_success:
+            ok[i] = False
+            reasons.add(status.message)
+    return reasons
