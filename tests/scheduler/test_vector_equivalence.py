@@ -225,25 +225,33 @@ def test_vector_filters_and_scores_are_the_per_node_ones(description: ClusterDes
 
 
 def fit_score(plugin: object, pod: Pod, cluster: Cluster, name: str) -> int:
-    """NodeResourcesFit's score from the node's own allocatable and requests (its documented formula)."""
+    """NodeResourcesFit's score from the node's own allocatable and requests, in upstream's integer arithmetic."""
     record = cluster.nodes[name]
     allocatable = record.spec.allocatable or (record.model.allocatable if record.model else {})
     requests = pod.effective_requests()
     weights = plugin.weights  # type: ignore[attr-defined]
-    fractions = []
-    for resource in weights:
-        want = requests.get(resource, 0) or NON_ZERO.get(resource, 0)
-        alloc = allocatable.get(resource, 0)
-        used = record.requested.get(resource, 0) + want
-        fractions.append(min(used / max(alloc, 1), 1.0) if alloc > 0 else 1.0)
-    frac = np.array(fractions)
-    weight = np.array(list(weights.values()), dtype=float)
     strategy = plugin.strategy  # type: ignore[attr-defined]
     if strategy == "BalancedAllocation":
-        return int((1.0 - frac.std()) * 100)
-    if strategy == "MostAllocated":
-        return int((frac * weight).sum() / weight.sum() * 100)
-    return int(((1.0 - frac) * weight).sum() / weight.sum() * 100)
+        fractions = []
+        for resource in weights:
+            want = requests.get(resource, 0) or NON_ZERO.get(resource, 0)
+            alloc = allocatable.get(resource, 0)
+            used = record.requested.get(resource, 0) + want
+            fractions.append(min(used / max(alloc, 1), 1.0) if alloc > 0 else 1.0)
+        return int((1.0 - np.array(fractions).std()) * 100)
+    total = 0
+    for resource, weight in weights.items():
+        want = requests.get(resource, 0) or NON_ZERO.get(resource, 0)
+        capacity = allocatable.get(resource, 0)
+        requested = record.requested.get(resource, 0) + want
+        if capacity <= 0:
+            score = 0
+        elif strategy == "MostAllocated":
+            score = min(requested, capacity) * 100 // capacity
+        else:
+            score = 0 if requested > capacity else (capacity - requested) * 100 // capacity
+        total += score * weight
+    return total // sum(weights.values())
 
 
 def outcome(decision: Decision) -> tuple:

@@ -42,7 +42,7 @@ class Decision:
     node: str | None
     placement: Placement | None
     status: Status
-    reasons: dict[str, int] = field(default_factory=dict)  # reason -> number of nodes it filtered
+    reasons: dict[str, int] = field(default_factory=dict)  # when no node fits: reason -> nodes it filtered
     nodes: int = 0
     nominated: str | None = None  # a PostFilter plugin's nominated node (preemption), if any
 
@@ -106,8 +106,7 @@ class Scheduler:
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
         verdict, total = self._evaluate(state, pod)
-        counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
-        reasons: Counter[str] = Counter({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
+        reasons: Counter[str] = Counter()  # filled in only when the pod finds no node
         candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
         for _ in range(self.max_exact_attempts):
             row = int(np.argmax(candidates))  # the best score; the lowest row among equals
@@ -118,8 +117,10 @@ class Scheduler:
             refused = self._reserve(state, pod, name, now)
             if refused is None:
                 placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
+                return Decision(pod.key, name, placement, Status.success(), {}, live)
             reasons[refused] += 1
+        counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
+        reasons.update({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
         status, nominated = Status.unschedulable("no node fits", plugin="Scheduler"), None
         for plugin in self.profile.post_filters:
             nominated, verdict = plugin.post_filter(state, pod, dict(reasons))

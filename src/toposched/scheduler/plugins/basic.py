@@ -128,6 +128,7 @@ class NodeResourcesFit:
                 raise InputError(f"weight {weight!r} must be a positive integer",
                                  field=f"NodeResourcesFit.scoringStrategy.resources[{i}].weight")
             self.weights[str(r["name"])] = weight
+        self._weight_vector = np.array(list(self.weights.values()), dtype=np.int64)
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         requests = pod.effective_requests()
@@ -160,25 +161,29 @@ class NodeResourcesFit:
             ok &= (used[:, cols] + want <= alloc[:, cols]).all(axis=1)
         return ok, "Insufficient " + ", ".join(sorted(requests)) if requests else "Too many pods"
 
-    def _fractions(self, requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(allocatable > 0, np.minimum(requested / np.maximum(allocatable, 1), 1.0), 1.0)
-
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Upstream's scorers, in its integer arithmetic.
+
+        Per resource: LeastAllocated ``(capacity - requested) * 100 // capacity`` (0 when
+        over capacity), MostAllocated ``min(requested, capacity) * 100 // capacity``; then the
+        weighted mean, integer-divided. BalancedAllocation: ``(1 - std of the requested
+        fractions) * 100``. ``requested`` is what the node's pods request plus the pod's request
+        (a pod without a cpu/memory request counts 100m / 200Mi, as upstream's non-zero default).
+        """
         requests = self._requests(state, pod)
-        names = list(self.weights)
-        alloc = np.stack([table.view("alloc")[rows, table.resource_column(r)] for r in names], axis=1).astype(float)
-        used = np.stack([table.view("used")[rows, table.resource_column(r)] for r in names], axis=1).astype(float)
-        want = np.array([requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in names], dtype=float)
-        frac = self._fractions(used + want, alloc)
-        weights = np.array([self.weights[r] for r in names], dtype=float)
+        cols = [table.resource_column(r) for r in self.weights]
+        want = np.array([requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in self.weights], dtype=np.int64)
+        alloc = table.view("alloc")[rows][:, cols]
+        requested = table.view("used")[rows][:, cols] + want
         if self.strategy == "BalancedAllocation":
-            score = (1.0 - frac.std(axis=1)) * MAX_NODE_SCORE
-        elif self.strategy == "MostAllocated":
-            score = (frac * weights).sum(axis=1) / weights.sum() * MAX_NODE_SCORE
+            frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
+            return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)
+        capacity = np.maximum(alloc, 1)
+        if self.strategy == "MostAllocated":
+            per = np.where(alloc > 0, np.minimum(requested, alloc) * MAX_NODE_SCORE // capacity, 0)
         else:
-            score = ((1.0 - frac) * weights).sum(axis=1) / weights.sum() * MAX_NODE_SCORE
-        return score.astype(np.int64)
+            per = np.where((alloc > 0) & (requested <= alloc), (alloc - requested) * MAX_NODE_SCORE // capacity, 0)
+        return (per * self._weight_vector).sum(axis=1) // self._weight_vector.sum()
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
