@@ -195,3 +195,10 @@ def test_normalize_and_post_filter_hooks_run():
     assert report["nodes"][0]["plugins"]["Halve"] == 40
     decision = sched.schedule(guaranteed("huge", 12), now=0)
     assert decision.node is None and decision.nominated == "a" and calls[-1] == "post_filter"
+
+
+def test_the_pending_message_names_only_the_short_resource():
+    cluster = cluster_of("a")
+    decision = Scheduler(cluster, toposched_profile()).schedule(
+        Pod("big", uid="big", containers=(Container("c", requests={"cpu": 500, "memory": 100 * GI}),)), now=0)
+    assert decision.message == "0/1 nodes are available: 1 Insufficient memory."

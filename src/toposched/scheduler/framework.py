@@ -5,8 +5,8 @@ small method, as in kube-scheduler's framework):
 
 * ``pre_filter(state, pod) -> Status`` — once per cycle; may store data in ``state``.
 * ``filter(state, pod, node: NodeRecord) -> Status`` — one node, the reference semantics.
-* ``filter_all(state, pod, table) -> (ok: bool[rows], reason: str)`` — optional vector form:
-  the same verdict for every row at once (a necessary condition is allowed when the plugin's
+* ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — optional vector form:
+  the same verdict for the given rows at once, with one reason string or one per row (a necessary condition is allowed when the plugin's
   ``exact(...)`` confirms the chosen node, see NUMAAlignment).
 * ``post_filter(state, pod, reasons) -> (nominated node or None, Status)`` — when no node fits.
 * ``pre_score(state, pod, rows) -> Status`` — once, before scoring the feasible rows.

@@ -163,7 +163,11 @@ class Scheduler:
                 break
             if getattr(plugin, "filter_all", None) is not None:
                 mask, reason = plugin.filter_all(state, pod, self.table, rows[pending])
-                verdict[pending[~mask]] = self._reason_index(reason)
+                refused = ~mask
+                if isinstance(reason, str):
+                    verdict[pending[refused]] = self._reason_index(reason)
+                else:  # one reason per row
+                    verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
             else:
                 for i in pending:
                     status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[rows[i]]])

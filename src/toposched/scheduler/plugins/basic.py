@@ -150,16 +150,28 @@ class NodeResourcesFit:
                 reasons.append(f"Insufficient {resource}")
         return Status.unschedulable(*reasons, plugin=self.name) if reasons else Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
         cols = [table.resource_column(r) for r in requests]  # may add columns: read the arrays afterwards
         alloc, used = table.view("alloc")[rows], table.view("used")[rows]
         pods = table.resource_column("pods")
-        ok = used[:, pods] + 1 <= alloc[:, pods]
-        if cols:
-            want = np.fromiter(requests.values(), dtype=np.int64, count=len(cols))
-            ok &= (used[:, cols] + want <= alloc[:, cols]).all(axis=1)
-        return ok, "Insufficient " + ", ".join(sorted(requests)) if requests else "Too many pods"
+        room = used[:, pods] + 1 <= alloc[:, pods]
+        if not cols:
+            return room, "Too many pods"
+        want = np.fromiter(requests.values(), dtype=np.int64, count=len(cols))
+        fits = used[:, cols] + want <= alloc[:, cols]
+        ok = room & fits.all(axis=1)
+        if ok.all():
+            return ok, ""
+        # Per row, the resources it is short of (as the per-node filter names them): one bit each.
+        names = list(requests)
+        pattern = (~fits).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
+        texts = {}
+        for bits in np.unique(pattern[~ok]):
+            short = sorted(name for j, name in enumerate(names) if bits >> j & 1)
+            texts[int(bits)] = "Insufficient " + ", ".join(short) if short else "Too many pods"
+        return ok, [texts.get(int(bits), "") for bits in pattern]
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Upstream's scorers, in its integer arithmetic.
