@@ -285,6 +285,40 @@ class Cluster:
         record.requested = {k: v for k, v in record.requested.items() if v}
         self._changed(node)
 
+    def replace_placement(self, pod: Pod, placement: Placement) -> None:
+        """Make ``placement`` the placement of a pod already on its node (an agent-enforced cpuset).
+
+        The replica's CPU manager state takes the new exclusive cpusets (the shared pool gets the
+        old CPUs back and gives up the new ones), the ledger entry's per-zone usage moves with
+        the CPUs, and the node's row is refreshed; Unreserve still restores the state from before
+        the pod was admitted.
+        """
+        uid = _uid(pod)
+        node = self.pod_node.get(uid)
+        if node is None or node != placement.node:
+            raise InputError(f"pod is not on node {placement.node}", field="pod", source=f"pod {pod.key}")
+        record = self.nodes[node]
+        entry = record.pods[uid]
+        old = entry.placement.cpuset if entry.placement is not None else CPUSet()
+        cpu = record.model.cpu if record.model is not None else None
+        if cpu is not None:
+            state = cpu.state
+            for name in list(state.assignments.get(uid, {})):
+                state = state.without(uid, name)
+            for name, c in placement.containers.items():
+                if c.cpuset:
+                    state = state.with_assignment(uid, name, c.cpuset)
+            cpu.restore(state.with_default((state.default_cpuset | old) - placement.cpuset))
+            machine = record.model.machine  # type: ignore[union-attr]
+            for cpus, sign in ((old, -1), (placement.cpuset, 1)):
+                for cpu_id in cpus:
+                    zone = entry.usage.setdefault(machine.cpu(cpu_id).numa_id, {})
+                    zone["cpu"] = zone.get("cpu", 0) + sign * 1000
+            entry.usage = {n: {k: v for k, v in z.items() if v} for n, z in entry.usage.items()}
+            entry.usage = {n: z for n, z in entry.usage.items() if z}
+        entry.placement = placement
+        self._changed(node)
+
     def add_bound_pod(self, pod: Pod, node: str, now: float) -> Placement | None:
         """A pod already bound to ``node`` (by us before a restart, or by another scheduler).
 

@@ -31,7 +31,7 @@ bind policy says how they are bound. In the cycle:
   :func:`take_cpus`, first within the container's NUMA nodes, and records the replacement
   :class:`Placement` in the cycle state under :data:`PLACEMENT_OVERRIDE_KEY`; on a
   kubelet-managed node a required policy the kubelet would break refuses the node.
-* **reserve** applies that replacement to the replica and the ledger (:func:`apply_placement`),
+* **reserve** applies that replacement to the replica and the ledger (``Cluster.replace_placement``),
   so the decision, the next pods' view and Unreserve all see the cpuset the agent enforces.
 """
 
@@ -82,7 +82,6 @@ __all__ = [
     "CPUOrchestration",
     "CPUTakeError",
     "FlaggedNodes",
-    "apply_placement",
     "cpu_enforcement",
     "node_cpu_bind_policy",
     "resolve_cpu_bind_policy",
@@ -911,30 +910,5 @@ class CPUOrchestration:
         """Apply the placement :meth:`confirm` computed (if any) to the node's replica and the ledger."""
         override = state.pop(PLACEMENT_OVERRIDE_KEY, None)
         if override is not None and override.node == node.name:
-            apply_placement(node, pod, override)
+            state["cluster"].replace_placement(pod, override)
         return Status.success()
-
-
-def apply_placement(node: NodeRecord, pod: Pod, placement: Placement) -> None:
-    """Make ``placement`` the pod's placement on ``node``: the ledger entry and the replica's exclusive CPUs.
-
-    The replica's CPU manager state then holds the new cpusets (the shared pool gives back the
-    old CPUs and loses the new ones), so the next pods, the zone view and Unreserve
-    (``Cluster.forget`` releases what the replica holds) all follow the cpuset the agent
-    enforces. The pod must be on the node.
-    """
-    uid = pod.uid or pod.key
-    entry = node.pods.get(uid)
-    if entry is None:
-        raise InputError(f"pod is not on node {node.name}", field="pod", source=f"pod {pod.key}")
-    cpu = node.model.cpu if node.model is not None else None
-    if cpu is not None:
-        state = cpu.state
-        old = entry.placement.cpuset if entry.placement is not None else CPUSet()
-        for name in list(state.assignments.get(uid, {})):
-            state = state.without(uid, name)
-        for name, c in placement.containers.items():
-            if c.cpuset:
-                state = state.with_assignment(uid, name, c.cpuset)
-        cpu.restore(state.with_default((state.default_cpuset | old) - placement.cpuset))
-    entry.placement = placement
