@@ -42,7 +42,9 @@ class Decision:
     node: str | None
     placement: Placement | None
     status: Status
-    reasons: dict[str, int] = field(default_factory=dict)  # when no node fits: reason -> nodes it filtered
+    # reason -> nodes it turned away: for a scheduled pod, the better-scored nodes whose exact
+    # placement refused it; when no node fits, every filter's count as well
+    reasons: dict[str, int] = field(default_factory=dict)
     nodes: int = 0
     nominated: str | None = None  # a PostFilter plugin's nominated node (preemption), if any
 
@@ -117,7 +119,7 @@ class Scheduler:
             refused = self._reserve(state, pod, name, now)
             if refused is None:
                 placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                return Decision(pod.key, name, placement, Status.success(), {}, live)
+                return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
             reasons[refused] += 1
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
         reasons.update({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
