@@ -29,6 +29,8 @@ from hypothesis import strategies as st
 
 from toposched.kubelet import KubeletConfig, KubeletNode, fast_merge_hints, merge_hints
 from toposched.kubelet.config import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES
+from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.nodes import NodeSpec
 from toposched.topology import CPUSet, Device, DeviceKind, LogicalCPU, Machine, NUMANode
 from toposched.workload import Container, Pod
 
@@ -337,3 +339,25 @@ def describe_pod(pod: Pod) -> str:
     inits = ", ".join(one(c) for c in pod.init_containers)
     apps = ", ".join(one(c) for c in pod.containers)
     return f"{pod.name} {pod.qos_class} init=[{inits}] app=[{apps}] {dict(pod.annotations)}"
+
+
+def memory_group_cluster() -> Cluster:
+    """A cluster of one node where a bound pod's memory spans a multi-NUMA group.
+
+    Two NUMA nodes of 4 GiB, 356 MiB reserved on node 0, Static memory manager. A bound pod of
+    5 GiB spans both (3.65 GiB from node 0, 1.35 GiB from node 1), so the next Guaranteed pod's
+    memory can only come from node 1, and releasing it the kubelet's way would hand it to node 0.
+    """
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 2} for c in range(4)],
+                                     memory_per_numa=4 * GI)
+    config = KubeletConfig(memory_manager_policy="Static", system_reserved={"memory": 256 * MI},
+                           eviction_memory=100 * MI, reserved_memory={0: {"memory": 356 * MI}})
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    cluster.add_bound_pod(memory_pod("big", 5 * GI), "n", now=0)
+    return cluster
+
+
+def memory_pod(name: str, memory: int) -> Pod:
+    """A Guaranteed pod of 1 CPU and ``memory`` bytes."""
+    return Pod(name, uid=name, containers=(Container("c", limits={"cpu": 1000, "memory": memory}),))

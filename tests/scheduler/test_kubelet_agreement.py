@@ -23,12 +23,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
-from tests.scheduler.strategies import GI, MI, NodeShape, comparable_state, describe_pod, node_shapes, pods
+from tests.scheduler.strategies import (
+    GI,
+    MI,
+    NodeShape,
+    comparable_state,
+    describe_pod,
+    memory_group_cluster,
+    memory_pod,
+    node_shapes,
+    pods,
+)
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode
 from toposched.scheduler.cluster import Cluster, placement_of
 from toposched.scheduler.framework import CycleState, Profile, registry
@@ -210,21 +219,10 @@ def test_pod_scope_counts_only_exclusive_cpus() -> None:
 
 
 def test_the_per_node_filter_leaves_the_replica_as_it_was() -> None:
-    # Two NUMA nodes of 4 GiB, 356 MiB of them reserved on node 0. A bound pod of 5 GiB spans
-    # both (3.65 GiB from node 0, 1.35 GiB from node 1); the trial pod's 1 GiB comes from node 1,
-    # and releasing it hands the 1 GiB to node 0, which then looks 1 GiB free when it is full.
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 2} for c in range(4)],
-                                     memory_per_numa=4 * GI)
-    config = KubeletConfig(memory_manager_policy="Static", system_reserved={"memory": 256 * MI},
-                           eviction_memory=100 * MI, reserved_memory={0: {"memory": 356 * MI}})
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-
-    def guaranteed(name: str, memory: int) -> Pod:
-        return Pod(name, uid=name, containers=(Container("c", limits={"cpu": 1000, "memory": memory}),))
-
-    cluster.add_bound_pod(guaranteed("big", 5 * GI), "n", now=0)
+    # The trial pod's 1 GiB comes from node 1; handing it back the kubelet's way would give it to
+    # node 0, which would then look 1 GiB free when it is full.
+    cluster = memory_group_cluster()
     before = (cluster.nodes["n"].model.state(), cluster.zone_available("n"))
-    verdict = registry.create("NUMAAlignment").filter(CycleState(cluster=cluster), guaranteed("small", GI), cluster.nodes["n"])
+    verdict = registry.create("NUMAAlignment").filter(CycleState(cluster=cluster), memory_pod("small", GI), cluster.nodes["n"])
     assert verdict.is_success
     assert (cluster.nodes["n"].model.state(), cluster.zone_available("n")) == before

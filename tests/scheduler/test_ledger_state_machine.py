@@ -41,6 +41,8 @@ from tests.scheduler.strategies import (
     MI,
     NodeShape,
     describe_pod,
+    memory_group_cluster,
+    memory_pod,
     node_shapes,
     pods,
 )
@@ -368,24 +370,13 @@ TestLedger = LedgerMachine.TestCase
 
 
 def test_unreserve_restores_memory_exactly() -> None:
-    # Two NUMA nodes of 4 GiB, 356 MiB of them reserved on node 0. A foreign pod of 5 GiB spans
-    # both (3.65 GiB from node 0, 1.35 GiB from node 1); the next pod's 1 GiB comes from node 1,
-    # the only one with memory left; unreserving it gives the 1 GiB back to node 0.
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 2} for c in range(4)],
-                                     memory_per_numa=4 * GI)
-    config = KubeletConfig(memory_manager_policy="Static", system_reserved={"memory": 256 * MI},
-                           eviction_memory=100 * MI, reserved_memory={0: {"memory": 356 * MI}})
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-
-    def guaranteed(name: str, memory: int) -> Pod:
-        return Pod(name, uid=name, containers=(Container("c", limits={"cpu": 1000, "memory": memory}),))
-
-    cluster.add_bound_pod(guaranteed("big", 5 * GI), "n", now=0)
+    # The next pod's 1 GiB comes from node 1, the only one with memory left; unreserving it the
+    # kubelet's way would give the 1 GiB back to node 0.
+    cluster = memory_group_cluster()
     scheduler = Scheduler(cluster, toposched_profile())
     before = (cluster.nodes["n"].model.state(), cluster.zone_available("n"))
-    assert scheduler.schedule(guaranteed("small", GI), now=1).node == "n"
-    scheduler.unreserve(guaranteed("small", GI))
+    assert scheduler.schedule(memory_pod("small", GI), now=1).node == "n"
+    scheduler.unreserve(memory_pod("small", GI))
     assert (cluster.nodes["n"].model.state(), cluster.zone_available("n")) == before
 
 

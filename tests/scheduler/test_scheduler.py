@@ -4,7 +4,6 @@ import dataclasses
 import json
 
 import numpy as np
-import pytest
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
 from toposched.kubelet import KubeletConfig, KubeletNode

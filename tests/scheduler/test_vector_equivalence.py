@@ -23,7 +23,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 

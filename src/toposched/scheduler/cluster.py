@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from toposched.errors import InputError
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
+from toposched.scheduler.fingerprint import pods_fingerprint
+from toposched.scheduler.intent import node_topology_policy
 from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.topology import CPUSet, Machine
@@ -80,8 +82,6 @@ def kubelet_config_from_nrt(nrt: NodeResourceTopology, machine: Machine, labels:
     meaningless without it); the memory manager is ``Static`` only when the report says so.
     CPUs and memory that the report shows as capacity but not allocatable are the reserved ones.
     """
-    from toposched.scheduler.intent import node_topology_policy
-
     node_policy = node_topology_policy(nrt, labels)
     attrs = nrt.attributes
     cpu_policy = attrs.get("cpuManagerPolicy", "static")
@@ -218,8 +218,6 @@ class Cluster:
 
     def pods_fingerprint(self, node: str) -> str:
         """The pods fingerprint node-feature-discovery would publish for the pods known on ``node``."""
-        from toposched.scheduler.fingerprint import pods_fingerprint
-
         record = self.nodes[node]
         return pods_fingerprint((e.pod.namespace, e.pod.name) for e in record.pods.values() if not e.assumed)
 

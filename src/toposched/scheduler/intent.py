@@ -51,6 +51,7 @@ __all__ = [
     "PodIntent",
     "REASON_POLICY_MISMATCH",
     "SOURCE_DEFAULT",
+    "SOURCE_KUBELET_CONFIG",
     "SOURCE_KOORDINATOR_LABEL",
     "SOURCE_LABEL",
     "SOURCE_NRT_ATTRIBUTES",
@@ -112,6 +113,7 @@ SOURCE_NRT_POLICIES = "NodeResourceTopology topologyPolicies"
 SOURCE_LABEL = f"label {NUMA_POLICY_LABEL}"
 SOURCE_KOORDINATOR_LABEL = f"label {KOORDINATOR_NUMA_POLICY_LABEL}"
 SOURCE_DEFAULT = "default"
+SOURCE_KUBELET_CONFIG = "kubelet configuration"  # the node's KubeletConfiguration, known directly
 
 # The deprecated topologyPolicies values: the six NFD derives (inverted from
 # detect_topology_policy), plus v1alpha1's level-less names, which predate the pod scope and so
@@ -211,7 +213,7 @@ class NodePolicy:
     @property
     def from_kubelet(self) -> bool:
         """True when the node's report states the kubelet's own Topology Manager policy."""
-        return self.source in (SOURCE_NRT_ATTRIBUTES, SOURCE_NRT_POLICIES)
+        return self.source in (SOURCE_NRT_ATTRIBUTES, SOURCE_NRT_POLICIES, SOURCE_KUBELET_CONFIG)
 
 
 # ---- Go's encoding/json, as far as Koordinator's structs need it ----------------------------

@@ -23,7 +23,13 @@ from toposched.kubelet.device_manager import container_device_requests, pod_devi
 from toposched.kubelet.memory_manager import pod_requested_memory
 from toposched.scheduler.cluster import NodeRecord, placement_of
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
-from toposched.scheduler.intent import effective_policy, node_topology_policy, pod_intent
+from toposched.scheduler.intent import (
+    SOURCE_KUBELET_CONFIG,
+    NodePolicy,
+    effective_policy,
+    node_topology_policy,
+    pod_intent,
+)
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import POLICY_CODES, NodeTable
 from toposched.workload import GUARANTEED, Container, Pod
@@ -211,10 +217,9 @@ class NUMAAlignment:
         return ok, f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
 
 
-def _node_policy(node: NodeRecord) -> Any:
-    from toposched.scheduler.intent import NodePolicy
-
-    return NodePolicy(node.policy, node.scope, "kubelet")
+def _node_policy(node: NodeRecord) -> NodePolicy:
+    """The policy of a node whose kubelet configuration is known directly (no report)."""
+    return NodePolicy(node.policy, node.scope, SOURCE_KUBELET_CONFIG)
 
 
 @registry.register
