@@ -886,6 +886,7 @@ def test_bad_hint_or_request_leaves_the_manager_unchanged():
         name = "c"
         limits = {"r": -1}
         requests = {"r": -1}
+        limits_or_requests = {"r": -1}
         restart_policy = None
 
     with pytest.raises(InputError):

@@ -620,27 +620,20 @@ def devices_to_allocate(
     return set(chosen)
 
 
-def _device_limit(container: Container, resource: str) -> int | None:
-    if resource in container.limits:
-        return container.limits[resource]
-    # Extended resources must carry a limit in a valid pod; a request alone is read as one.
-    return container.requests.get(resource)
-
-
 def container_device_requests(container: Container, resources: Iterable[str] | None = None) -> dict[str, int]:
     """A container's device counts (upstream ``getContainerDeviceRequest``), optionally only ``resources``.
 
     Upstream reads the limits (requests equal limits for extended resources); a resource given
-    only as a request is read from the request. Negative counts raise :class:`InputError`.
+    only as a request is read from the request. A count that is not a non-negative integer
+    raises :class:`InputError`.
     """
-    names = list(dict.fromkeys([*container.limits, *container.requests]))
-    if resources is not None:
-        keep = set(resources)
-        names = [r for r in names if r in keep]
+    keep = None if resources is None else set(resources)
     out: dict[str, int] = {}
-    for r in names:
-        value = _device_limit(container, r)
-        out[r] = _check_count(value, f"{container.name}.limits.{r}")
+    for r, n in container.limits_or_requests.items():
+        if keep is None or r in keep:
+            if type(n) is not int or n < 0:
+                _check_count(n, f"{container.name}.limits.{r}")
+            out[r] = n
     return out
 
 

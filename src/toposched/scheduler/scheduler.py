@@ -71,10 +71,14 @@ class Scheduler:
         self.table = NodeTable(cluster)
         self.max_exact_attempts = max_exact_attempts
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+        # What PreFilter made of a pod shape (only successful ones): pods of one shape share it.
+        self._pre_filtered: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._reasons: list[str] = []
         self._reason_ids: dict[str, int] = {}
         plugins = list(self.profile.filters) + [p for p, _ in self.profile.scores]
+        self._exact = self.profile.exact
+        self._confirms = [(p.name, p.confirm) for p in plugins if getattr(p, "confirm", None) is not None]
         # Per-row results may be cached only when each row's verdict and score depend on that row
         # alone: every plugin has a vector form and none normalizes scores or pre-scores over rows.
         self._vector_only = (
@@ -85,8 +89,12 @@ class Scheduler:
             and not self.profile.pre_scores
         )
 
-    def _state(self, pod: Pod) -> tuple[CycleState, Status]:
+    def _state(self, pod: Pod, key: tuple | None = None) -> tuple[CycleState, Status]:
         state = CycleState(cluster=self.cluster)
+        known = self._pre_filtered.get(key) if key is not None else None
+        if known is not None:
+            state.update(known)
+            return state, Status.success()
         for plugin in self.profile.pre_filters:
             try:
                 status = plugin.pre_filter(state, pod)
@@ -94,6 +102,10 @@ class Scheduler:
                 return state, Status.unresolvable(str(err), plugin=plugin.name)
             if not status.is_success:
                 return state, status.with_plugin(plugin.name)
+        if key is not None:
+            self._pre_filtered[key] = {k: v for k, v in state.items() if k != "cluster"}
+            if len(self._pre_filtered) > self.cache_size:
+                self._pre_filtered.popitem(last=False)
         return state, Status.success()
 
     def schedule(self, pod: Pod, now: float) -> Decision:
@@ -102,12 +114,13 @@ class Scheduler:
         A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; the
         cluster is unchanged and other pods keep being scheduled.
         """
-        state, status = self._state(pod)
+        key = self._shape(pod)
+        state, status = self._state(pod, key)
         self.table.refresh()
         live = int(self.table.view("live").sum())
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        verdict, total = self._evaluate(state, pod)
+        verdict, total = self._evaluate(state, pod, key)
         reasons: Counter[str] = Counter()  # filled in only when the pod finds no node
         candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
         for _ in range(self.max_exact_attempts):
@@ -131,26 +144,25 @@ class Scheduler:
                 break
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
 
-    def _evaluate(self, state: CycleState, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
+    def _evaluate(self, state: CycleState, pod: Pod, key: tuple | None) -> tuple[np.ndarray, np.ndarray]:
         """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), and its total score.
 
         Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
         """
         size = self.table.size
-        versions = self.table.view("version")
-        key = self._shape(state, pod)
         cached = self._cache.get(key) if key is not None else None
+        rows = None
         if cached is not None and len(cached[0]) == size:
-            verdict, total, seen = cached
-            rows = np.flatnonzero(seen != versions)
-        else:
+            verdict, total, stamp = cached
+            rows = self.table.changed_since(stamp)
+        if rows is None:
             verdict = np.full(size, _FEASIBLE, dtype=np.int64)
             total = np.zeros(size, dtype=np.int64)
             rows = np.arange(size)
         if len(rows):
             verdict[rows], total[rows] = self._evaluate_rows(state, pod, rows)
         if key is not None:
-            self._cache[key] = (verdict, total, versions.copy())
+            self._cache[key] = (verdict, total, self.table.stamp)
             self._cache.move_to_end(key)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
@@ -158,37 +170,45 @@ class Scheduler:
 
     def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
-        verdict[~self.table.view("live")[rows]] = self._reason_index("node is gone")
+        live = self.table.view("live")[rows]
+        pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
+        if len(pending) < len(rows):
+            verdict[~live] = self._reason_index("node is gone")
         for plugin in self.profile.filters:
-            pending = np.flatnonzero(verdict == _FEASIBLE)
             if not len(pending):
                 break
             if getattr(plugin, "filter_all", None) is not None:
                 mask, reason = plugin.filter_all(state, pod, self.table, rows[pending])
+                if mask.all():
+                    continue
                 refused = ~mask
                 if isinstance(reason, str):
                     verdict[pending[refused]] = self._reason_index(reason)
                 else:  # one reason per row
                     verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
+                pending = pending[mask]
             else:
+                kept = []
                 for i in pending:
                     status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[rows[i]]])
-                    if not status.is_success:
+                    if status.is_success:
+                        kept.append(i)
+                    else:
                         verdict[i] = self._reason_index(status.message or status.code.label)
+                pending = np.array(kept, dtype=np.int64)
         total = np.zeros(len(rows), dtype=np.int64)
-        feasible = np.flatnonzero(verdict == _FEASIBLE)
-        if len(feasible):
+        if len(pending):
             for plugin in self.profile.pre_scores:
-                status = plugin.pre_score(state, pod, rows[feasible])
+                status = plugin.pre_score(state, pod, rows[pending])
                 if not status.is_success:
-                    verdict[feasible] = self._reason_index(status.message or status.code.label)
+                    verdict[pending] = self._reason_index(status.message or status.code.label)
                     return verdict, total
             for plugin, weight in self.profile.scores:
-                scores = self._scores(plugin, state, pod, rows[feasible])
+                scores = self._scores(plugin, state, pod, rows[pending])
                 normalize = getattr(plugin, "normalize_scores", None)
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
-                total[feasible] += weight * scores
+                total[pending] += weight * scores
         return verdict, total
 
     def _reason_index(self, reason: str) -> int:
@@ -198,14 +218,14 @@ class Scheduler:
             self._reasons.append(reason)
         return index
 
-    def _shape(self, state: CycleState, pod: Pod) -> tuple | None:
-        """What the vector plugins read of a pod; pods of one shape share filter and score results.
+    def _shape(self, pod: Pod) -> tuple | None:
+        """What the plugins read of a pod; pods of one shape share PreFilter, filter and score results.
 
         None (no caching) when a plugin only judges node by node: it may read anything.
         """
         if not self._vector_only:
             return None
-        containers = tuple(tuple(sorted(c.requests.items())) for c in pod.all_containers)
+        containers = tuple((c.name, tuple(sorted(c.requests.items()))) for c in pod.all_containers)
         return (
             containers,
             tuple(c.is_sidecar for c in pod.init_containers),
@@ -227,14 +247,11 @@ class Scheduler:
 
     def _reserve(self, state: CycleState, pod: Pod, node: str, now: float) -> str | None:
         """Reserve on ``node``; None on success, else the reason the node refused."""
-        admission, placement = self.cluster.assume(pod, node, now, exact=self.profile.exact)
+        admission, placement = self.cluster.assume(pod, node, now, exact=self._exact)
         if placement is None:
             return f"kubelet would reject: {admission.reason}" if admission else "node refused the pod"
         record = self.cluster.nodes[node]
-        for plugin in self.profile.filters + [p for p, _ in self.profile.scores]:
-            confirm = getattr(plugin, "confirm", None)
-            if confirm is None:
-                continue
+        for _, confirm in self._confirms:
             verdict = confirm(state, pod, record, placement)
             if not verdict.is_success:
                 self.cluster.forget(pod)

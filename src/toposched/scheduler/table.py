@@ -4,7 +4,8 @@ Rows are nodes, in the order they were first seen. Node-level columns hold alloc
 requested per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
 give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
 A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
-keeping the table current is proportional to what changed, not to the cluster's size.
+keeping the table current is proportional to what changed, not to the cluster's size, and
+:meth:`changed_since` tells a cache which rows it must recompute.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ class NodeTable:
         self._topology = np.zeros(0, dtype=bool)
         self._schedulable = np.zeros(0, dtype=bool)
         self._live = np.zeros(0, dtype=bool)
-        self._version = np.zeros(0, dtype=np.int64)  # bumped whenever a row is rebuilt
+        # Rows in the order they were rebuilt; stamps index it, so "what changed since" costs
+        # what changed, not the table's size. The oldest half is dropped as it grows.
+        self._changes: list[int] = []
+        self._changes_dropped = 0
         self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
@@ -81,6 +85,18 @@ class NodeTable:
             self._dirty.update(self.names)
         return index
 
+    @property
+    def stamp(self) -> int:
+        """A counter of row rebuilds; pass it to :meth:`changed_since` later."""
+        return self._changes_dropped + len(self._changes)
+
+    def changed_since(self, stamp: int) -> np.ndarray | None:
+        """Rows rebuilt since ``stamp`` (sorted, unique), or None when that is too long ago to tell."""
+        start = stamp - self._changes_dropped
+        if start < 0:
+            return None
+        return np.unique(np.array(self._changes[start:], dtype=np.int64))
+
     def mark_dirty(self, name: str) -> None:
         """Note that a node changed; its row is rebuilt at the next :meth:`refresh`."""
         self._dirty.add(name)
@@ -96,6 +112,10 @@ class NodeTable:
             self._refresh_row(name)
         if self._dirty:  # new columns appeared while refreshing: fill them for every row
             self.refresh()
+        if len(self._changes) > max(4096, 4 * self.size):
+            half = len(self._changes) // 2
+            del self._changes[:half]
+            self._changes_dropped += half
 
     def _row(self, name: str) -> int:
         row = self.index.get(name)
@@ -113,23 +133,22 @@ class NodeTable:
         self._used = np.concatenate([self._used, np.zeros((extra, self._used.shape[1]), np.int64)])
         self._zfree = np.concatenate([self._zfree, np.zeros((extra,) + self._zfree.shape[1:], np.int64)])
         self._zvalid = np.concatenate([self._zvalid, np.zeros((extra, self.max_zones), bool)])
-        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_version"):
+        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(extra, old.dtype)]))
         self._capacity = capacity
 
     def _refresh_row(self, name: str) -> None:
-        if name in self.index:
-            self._version[self.index[name]] += 1
         record = self.cluster.nodes.get(name)
         if record is None:
             if name in self.index:
                 row = self.index[name]
+                self._changes.append(row)
                 self._live[row] = self._schedulable[row] = False
                 self.tainted.discard(row)
             return
         row = self._row(name)
-        self._version[row] += 1
+        self._changes.append(row)
         self._live[row] = True
         if any(t.effect != "PreferNoSchedule" for t in record.spec.taints):
             self.tainted.add(row)

@@ -51,6 +51,7 @@ class Container:
     requests: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     limits: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     restart_policy: str | None = None
+    _limits_or_requests: Mapping[str, int] = field(default_factory=lambda: _EMPTY, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for kind, values in (("requests", self.requests), ("limits", self.limits)):
@@ -63,6 +64,16 @@ class Container:
             requests.setdefault(name, value)
         object.__setattr__(self, "requests", _frozen(requests))
         object.__setattr__(self, "limits", _frozen(self.limits))
+        object.__setattr__(self, "_limits_or_requests", _frozen({**self.limits, **{
+            name: value for name, value in requests.items() if name not in self.limits}}))
+
+    @property
+    def limits_or_requests(self) -> Mapping[str, int]:
+        """Each resource's limit, or its request where it has no limit (how the kubelet reads extended resources).
+
+        Limits come first, in their order, then resources given only as requests.
+        """
+        return self._limits_or_requests
 
     @property
     def is_sidecar(self) -> bool:

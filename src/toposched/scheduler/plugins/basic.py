@@ -153,20 +153,17 @@ class NodeResourcesFit:
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
-        cols = [table.resource_column(r) for r in requests]  # may add columns: read the arrays afterwards
-        alloc, used = table.view("alloc")[rows], table.view("used")[rows]
-        pods = table.resource_column("pods")
-        room = used[:, pods] + 1 <= alloc[:, pods]
-        if not cols:
-            return room, "Too many pods"
-        want = np.fromiter(requests.values(), dtype=np.int64, count=len(cols))
-        fits = used[:, cols] + want <= alloc[:, cols]
-        ok = room & fits.all(axis=1)
+        # Column 0 of the gathered block is the pod count: the pod takes one slot.
+        cols = np.array([table.resource_column("pods")] + [table.resource_column(r) for r in requests])
+        want = np.array([1, *requests.values()], dtype=np.int64)
+        picked = (rows[:, None], cols)
+        fits = table.view("used")[picked] + want <= table.view("alloc")[picked]
+        ok = fits.all(axis=1)
         if ok.all():
             return ok, ""
         # Per row, the resources it is short of (as the per-node filter names them): one bit each.
         names = list(requests)
-        pattern = (~fits).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
+        pattern = (~fits[:, 1:]).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
         texts = {}
         for bits in np.unique(pattern[~ok]):
             short = sorted(name for j, name in enumerate(names) if bits >> j & 1)
@@ -183,10 +180,10 @@ class NodeResourcesFit:
         (a pod without a cpu/memory request counts 100m / 200Mi, as upstream's non-zero default).
         """
         requests = self._requests(state, pod)
-        cols = [table.resource_column(r) for r in self.weights]
+        picked = (rows[:, None], np.array([table.resource_column(r) for r in self.weights]))
         want = np.array([requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in self.weights], dtype=np.int64)
-        alloc = table.view("alloc")[rows][:, cols]
-        requested = table.view("used")[rows][:, cols] + want
+        alloc = table.view("alloc")[picked]
+        requested = table.view("used")[picked] + want
         if self.strategy == "BalancedAllocation":
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
             return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)

@@ -62,6 +62,12 @@ class AlignedRequest:
             pod_request.update({k: v for k, v in pod_requested_memory(pod).items() if v > 0})
         pod_request.update({k: v for k, v in pod_device_requests(pod).items() if v > 0 and _is_device(k)})
         self.pod = pod_request
+        names = sorted(set(pod_request).union(*self.containers))
+        # The pod's request and each container's as one matrix (resources in ``names`` order).
+        stacked = np.zeros((1 + len(self.containers), len(names)), dtype=np.int64)
+        for i, request in enumerate([pod_request, *self.containers]):
+            stacked[i] = [request.get(n, 0) for n in names]
+        self.stacked = (names, stacked)
 
     def _of(self, pod: Pod, container: Container) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -89,20 +95,24 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
     return request
 
 
-def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
+def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
                    mem_static: np.ndarray) -> np.ndarray:
-    """Per row: some zone holds the whole request (resources the node does not align are ignored)."""
-    cols = [table.zone_column(name) for name in request]  # may add columns: read the arrays afterwards
-    zfree = table.view("zfree")[rows]
-    ok = table.view("zvalid")[rows]
-    for (name, want), col in zip(request.items(), cols):
-        fits = zfree[:, :, col] >= want
+    """Per row and per request of ``request.stacked`` (the pod's, then each container's): some zone holds it whole.
+
+    Resources the node does not align (CPUs without the static CPU manager, memory without the
+    Static memory manager) are ignored.
+    """
+    names, want = request.stacked
+    cols = [table.zone_column(name) for name in names]  # may add columns: read the arrays afterwards
+    zfree = table.view("zfree")[rows][:, :, cols]
+    exempt = np.zeros((len(rows), len(names)), dtype=bool)
+    for j, name in enumerate(names):
         if name == "cpu":
-            fits |= ~cpu_static[:, None]
+            exempt[:, j] = ~cpu_static
         elif name == "memory" or name.startswith("hugepages-"):
-            fits |= ~mem_static[:, None]
-        ok &= fits
-    return ok.any(axis=1)
+            exempt[:, j] = ~mem_static
+    fits = (zfree[:, :, None, :] >= want) | exempt[:, None, None, :]  # rows x zones x requests x resources
+    return (fits.all(axis=3) & table.view("zvalid")[rows][:, :, None]).any(axis=1)
 
 
 def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
@@ -206,11 +216,8 @@ class NUMAAlignment:
         single = topology & (effective == _SINGLE)
         if single.any():
             pod_scope = table.view("pod_scope")[rows]
-            fits = _fits_one_zone(table, rows, request.pod, cpu_static, mem_static)
-            container_fits = np.ones(len(rows), dtype=bool)
-            for want in request.containers:
-                container_fits &= _fits_one_zone(table, rows, want, cpu_static, mem_static)
-            ok &= ~single | np.where(pod_scope, fits, container_fits)
+            fits = _fits_one_zone(table, rows, request, cpu_static, mem_static)
+            ok &= ~single | np.where(pod_scope, fits[:, 0], fits[:, 1:].all(axis=1))
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
