@@ -19,6 +19,7 @@ The set is a multiset, as upstream's is: a pod listed twice contributes twice.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable
 from enum import Enum
@@ -126,6 +127,7 @@ def xxh64(data: bytes, seed: int = 0) -> int:
     return acc
 
 
+@functools.lru_cache(maxsize=65536)  # a pod's hash is asked for at every report while it runs
 def pod_hash(namespace: str, name: str) -> int:
     """The 64-bit value one pod contributes: XXH64(name) seeded with XXH64(namespace), both UTF-8."""
     return xxh64(name.encode(), xxh64(namespace.encode()))

@@ -17,6 +17,7 @@ cache does.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -222,6 +223,7 @@ class NUMAZone:
         object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
 
 
+@functools.lru_cache(maxsize=4096)
 def _numa_id(name: str) -> int | None:
     """noderesourcetopology-api's ``numanode.NameToID`` (Go ``strconv.Atoi`` after ``node-``)."""
     match = _ZONE_ID.fullmatch(name)
@@ -240,7 +242,24 @@ def numa_zones(nrt: NodeResourceTopology) -> tuple[NUMAZone, ...]:
     the others are skipped. Resources are the zones' ``available`` quantities. Costs name
     their target the same way and keep only parseable targets up to 64. When two zones parse
     to the same id, both are listed and both take the costs of the last of them.
+
+    An NRT is immutable, so the list is remembered for the last few thousand reports seen.
     """
+    known = _ZONES_SEEN.get(id(nrt))
+    if known is not None and known[0] is nrt:
+        return known[1]
+    zones = _numa_zones(nrt)
+    if len(_ZONES_SEEN) >= 4096:
+        _ZONES_SEEN.pop(next(iter(_ZONES_SEEN)))
+    _ZONES_SEEN[id(nrt)] = (nrt, zones)
+    return zones
+
+
+# id(nrt) -> (nrt, its NUMA list); the NRT is kept so a reused id can never match another object.
+_ZONES_SEEN: dict[int, tuple[NodeResourceTopology, tuple[NUMAZone, ...]]] = {}
+
+
+def _numa_zones(nrt: NodeResourceTopology) -> tuple[NUMAZone, ...]:
     listed: list[tuple[int, Mapping[str, int]]] = []
     zone_of_id: dict[int, int] = {}
     for index, zone in enumerate(nrt.zones):

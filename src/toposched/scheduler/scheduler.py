@@ -80,11 +80,12 @@ class Scheduler:
         self._exact = self.profile.exact
         self._confirms = [(p.name, p.confirm) for p in plugins if getattr(p, "confirm", None) is not None]
         # Per-row results may be cached only when each row's verdict and score depend on that row
-        # alone: every plugin has a vector form and none normalizes scores or pre-scores over rows.
-        self._vector_only = (
+        # alone: every plugin has a vector form or says its per-node answer reads only the node's
+        # record (``row_local``), and none normalizes scores or pre-scores over rows.
+        self._row_local = (
             bool(plugins)
-            and all(getattr(p, "filter_all", None) is not None for p in self.profile.filters)
-            and all(getattr(p, "score_all", None) is not None for p, _ in self.profile.scores)
+            and all(_row_local(p, "filter_all") for p in self.profile.filters)
+            and all(_row_local(p, "score_all") for p, _ in self.profile.scores)
             and not any(getattr(p, "normalize_scores", None) is not None for p, _ in self.profile.scores)
             and not self.profile.pre_scores
         )
@@ -114,7 +115,7 @@ class Scheduler:
         A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; the
         cluster is unchanged and other pods keep being scheduled.
         """
-        key = self._shape(pod)
+        key = self.shape(pod)
         state, status = self._state(pod, key)
         self.table.refresh()
         live = int(self.table.view("live").sum())
@@ -218,12 +219,12 @@ class Scheduler:
             self._reasons.append(reason)
         return index
 
-    def _shape(self, pod: Pod) -> tuple | None:
+    def shape(self, pod: Pod) -> tuple | None:
         """What the plugins read of a pod; pods of one shape share PreFilter, filter and score results.
 
-        None (no caching) when a plugin only judges node by node: it may read anything.
+        None (no caching) when a plugin's answer for a node may depend on more than that node.
         """
-        if not self._vector_only:
+        if not self._row_local:
             return None
         containers = tuple((c.name, tuple(sorted(c.requests.items()))) for c in pod.all_containers)
         return (
@@ -342,3 +343,8 @@ class Scheduler:
             "placement": decision.placement.to_dict() if decision.placement else None,
             "message": decision.message,
         }
+
+
+def _row_local(plugin: Any, vector_method: str) -> bool:
+    """Whether a plugin's verdict or score for a node depends on that node's record and the pod alone."""
+    return getattr(plugin, vector_method, None) is not None or getattr(plugin, "row_local", False)

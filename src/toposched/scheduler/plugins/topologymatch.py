@@ -3,7 +3,8 @@
 The verdicts are :func:`~toposched.scheduler.nrt_match.nrt_filter` and
 :func:`~toposched.scheduler.nrt_match_score.nrt_score`, applied to the node's last published
 NodeResourceTopology exactly as scheduler-plugins sees it (a report that may lag what is
-running). It has no vector form; profiles that use it evaluate nodes one by one.
+running). It has no vector form: nodes are evaluated one by one, and only again once their
+row changed (a new report, a pod placed or gone).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class NodeResourceTopologyMatch:
     """scheduler-plugins' NodeResourceTopologyMatch (Filter and Score)."""
 
     name = "NodeResourceTopologyMatch"
+    # Its answer for a node reads only that node's report and allocatable, and a new report
+    # refreshes the node's row: the scheduler may keep answers per pod shape between changes.
+    row_local = True
 
     def __init__(self, args: Mapping[str, Any] | NodeResourceTopologyMatchArgs | None) -> None:
         self.args = args if isinstance(args, NodeResourceTopologyMatchArgs) else NodeResourceTopologyMatchArgs.from_dict(dict(args or {}))

@@ -1,0 +1,84 @@
+"""The schedulers a simulation compares, and what each is allowed to know about the nodes.
+
+* ``default``: kube-scheduler's topology-blind behaviour (NodeResourcesFit LeastAllocated plus
+  BalancedAllocation); it sees Node objects only. The node's kubelet rejects what it cannot align.
+* ``nrt-match``: scheduler-plugins' NodeResourceTopologyMatch semantics; it sees Node objects and
+  the NodeResourceTopology reports as published, so its view lags by up to one report interval.
+* ``toposched``: our profile; its cluster knows each node's hardware and kubelet configuration
+  (what the toposched agent publishes) and the reports, and keeps the ledger of its placements.
+* any KubeSchedulerConfiguration file: a profile that predicts exact placement is given what
+  ``toposched`` is given; any other sees Node objects and reports, like ``nrt-match``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from toposched.errors import InputError
+from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT
+from toposched.scheduler.profile_setup import load_profile
+from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
+from toposched.sim.truth import NodeTruth
+
+__all__ = ["BUILTIN_CONTENDERS", "Contender", "contender", "contender_from_config"]
+
+BUILTIN_CONTENDERS = ("default", "nrt-match", "toposched")
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A scheduler under test: its profile and what it is told about the nodes."""
+
+    name: str
+    profile: str | None = None
+    config: Path | None = None
+    knows_hardware: bool = False  # its cluster gets each node's machine and kubelet configuration
+    reads_reports: bool = False  # NodeResourceTopology reports reach it
+
+    def build(self, nodes: list[SimNode], truths: dict[str, NodeTruth], now: float = 0.0) -> Scheduler:
+        """A fresh scheduler with its own cluster view of ``nodes`` at time ``now``."""
+        profile = load_profile(self.profile, self.config)
+        knows_hardware = self.knows_hardware or (self.config is not None and profile.exact)
+        reads_reports = self.reads_reports or self.config is not None
+        cluster = Cluster()
+        for node in nodes:
+            labels = dict(node.labels)
+            if node.cpu_enforcement == CPU_ENFORCEMENT_AGENT:
+                labels[CPU_ENFORCEMENT] = CPU_ENFORCEMENT_AGENT
+            spec = NodeSpec(node.name, allocatable=dict(truths[node.name].allocatable), labels=labels, taints=node.taints)
+            if knows_hardware:
+                cluster.set_node(spec, machine=node.machine, kubelet_config=node.kubelet,
+                                 device_plugins={r: list(d) for r, d in (node.device_plugins or {}).items()})
+            else:
+                cluster.set_node(spec)
+            if reads_reports:
+                cluster.update_report(truths[node.name].report(), now)
+        return Scheduler(cluster, profile)
+
+    @property
+    def wants_reports(self) -> bool:
+        """Whether node reports must be delivered to this contender."""
+        return self.reads_reports or self.config is not None
+
+
+def contender_from_config(config: str | Path, profile: str | None = None) -> Contender:
+    """A contender running ``profile`` (default: the first) of a KubeSchedulerConfiguration file, named after it."""
+    path = Path(config)
+    if not path.is_file():
+        raise InputError("no such file", field="config", source=str(path))
+    return Contender(profile or path.stem, profile, path)
+
+
+def contender(name: str) -> Contender:
+    """A built-in contender by name (:data:`BUILTIN_CONTENDERS`)."""
+    if name == "default":
+        return Contender("default", "default")
+    if name == "nrt-match":
+        return Contender("nrt-match", "nrt-match", reads_reports=True)
+    if name == "toposched":
+        return Contender("toposched", "toposched", knows_hardware=True, reads_reports=True)
+    raise InputError(f"unknown scheduler {name!r}; built in: {', '.join(BUILTIN_CONTENDERS)} "
+                     f"(or pass a KubeSchedulerConfiguration file)", field="schedulers")
+

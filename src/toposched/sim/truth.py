@@ -1,0 +1,192 @@
+"""A simulated node's ground truth: what really runs there, decided as the real node decides.
+
+On a kubelet-managed node the node's own kubelet model admits or rejects every pod that is
+bound to it, choosing exact CPUs, memory and devices itself (TopologyAffinityError and the other
+upstream reasons included). On an agent-managed node the kubelet only checks allocatable and
+the toposched agent applies the scheduler's placement as given; the truth refuses a placement
+that would give a CPU to two pods or over-commit a NUMA node's memory, so a scheduler bug shows
+up as a rejection instead of silently corrupting the simulation.
+
+Each admitted pod is recorded with the facts the metrics need: its NUMA nodes, its exclusive
+CPUs, whether it sits on the fewest NUMA nodes its aligned request could take on this machine,
+and the NUMA distance it spans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import combinations
+
+from toposched.kubelet import KubeletNode
+from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
+from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
+from toposched.scheduler.fingerprint import pods_fingerprint
+from toposched.scheduler.placement import Placement
+from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
+from toposched.topology import CPUSet
+from toposched.topology.nrt import NodeResourceTopology
+from toposched.workload import Pod
+
+__all__ = ["NodeTruth", "Outcome", "RunningPod"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A pod the node admitted, with the facts the metrics read."""
+
+    pod: Pod
+    start: float
+    numa_nodes: frozenset[int]
+    cpus: CPUSet  # exclusive CPUs (empty: the shared pool)
+    aligned: bool | None  # on the fewest NUMA nodes possible; None when the pod pins nothing
+    spread_distance: float | None  # mean NUMA distance between its nodes when it spans several
+    shares_core: bool  # one of its CPUs is an SMT sibling of another pod's exclusive CPU
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The node's answer to a bound pod."""
+
+    admitted: bool
+    reason: str = ""
+    message: str = ""
+    running: RunningPod | None = None
+
+
+class NodeTruth:
+    """One simulated node: the kubelet model (kubelet-managed) or kubelet + agent (agent-managed)."""
+
+    def __init__(self, node: SimNode) -> None:
+        self.node = node
+        self.agent = node.cpu_enforcement == CPU_ENFORCEMENT_AGENT
+        config = node.kubelet
+        if self.agent:
+            # The agent owns cpusets: the kubelet runs without the static CPU manager and the
+            # Topology Manager only aligns what it still manages (memory, devices).
+            config = dataclasses.replace(config, cpu_manager_policy="none", cpu_manager_options={})
+        plugins = {r: list(devs) for r, devs in (node.device_plugins or {}).items()}
+        self.kubelet = KubeletNode(node.machine, config, device_plugins=plugins, name=node.name)
+        self.pods: dict[str, RunningPod] = {}
+        self._owner: dict[int, str] = {}  # exclusive CPU -> pod uid
+        self._agent_memory: dict[int, int] = {}  # agent-managed: NUMA id -> bytes placed there
+        self._agent_pinned: dict[str, dict[int, int]] = {}  # agent-managed: pod uid -> NUMA id -> bytes
+        self._report: tuple[int, NodeResourceTopology] | None = None
+        self._version = 0
+        self._sibling_masks = {cpu.id: node.machine.siblings(cpu.id).mask for cpu in node.machine.cpus}
+        self._distances = {n.id: n.distances for n in node.machine.numa_nodes}
+        self._zone_capacity = {n.id: n.memory_bytes for n in node.machine.numa_nodes}
+
+    # ---- admission ---------------------------------------------------------------------------
+
+    def admit(self, pod: Pod, placement: Placement | None, now: float) -> Outcome:
+        """Admit a pod bound here, as the node would; a rejection changes nothing."""
+        admission = self.kubelet.admit(pod)
+        if not admission.admitted:
+            return Outcome(False, admission.reason, admission.message)
+        uid = pod.uid or pod.key
+        if self.agent:
+            cpus, numa, refusal = self._agent_share(pod, placement)
+            if refusal:
+                self.kubelet.release(uid)
+                return Outcome(False, "AgentPlacementError", refusal)
+        else:
+            cpus = CPUSet.from_mask(_mask(c.cpuset for c in admission.containers.values()))
+            numa = admission.numa_nodes()
+        shares = any(self._owner.get(other) not in (None, uid)
+                     for cpu in cpus for other in CPUSet.from_mask(self._sibling_masks[cpu]))
+        for cpu in cpus:
+            self._owner[cpu] = uid
+        if self.agent and placement is not None:
+            pinned = self._agent_pinned[uid] = {}
+            for c in placement.containers.values():
+                for n, resources in c.memory.items():
+                    pinned[n] = pinned.get(n, 0) + resources.get("memory", 0)
+                    self._agent_memory[n] = self._agent_memory.get(n, 0) + resources.get("memory", 0)
+        running = RunningPod(pod, now, numa, cpus, self._aligned(pod, numa), self._spread(numa), shares)
+        self.pods[uid] = running
+        self._version += 1
+        return Outcome(True, running=running)
+
+    def _agent_share(self, pod: Pod, placement: Placement | None) -> tuple[CPUSet, frozenset[int], str]:
+        """The CPUs and NUMA nodes the agent gives a pod, or why it cannot."""
+        if placement is None or placement.node != self.node.name:
+            return CPUSet(), frozenset(), ""  # no placement: the pod runs on the shared pool
+        cpus = placement.cpuset
+        taken = [cpu for cpu in cpus if cpu in self._owner]
+        if taken:
+            return cpus, placement.numa_nodes, f"CPUs {CPUSet(taken)} already belong to another pod"
+        for c in placement.containers.values():
+            for n, resources in c.memory.items():
+                want = self._agent_memory.get(n, 0) + resources.get("memory", 0)
+                if want > self._zone_capacity.get(n, 0):
+                    return cpus, placement.numa_nodes, f"NUMA node {n} memory over-committed"
+        return cpus, placement.numa_nodes, ""
+
+    def release(self, uid: str) -> RunningPod | None:
+        """The pod finished or was deleted: its resources come back."""
+        running = self.pods.pop(uid, None)
+        if running is None:
+            return None
+        self.kubelet.release(uid)
+        for cpu in running.cpus:
+            self._owner.pop(cpu, None)
+        for n, amount in self._agent_pinned.pop(uid, {}).items():
+            self._agent_memory[n] -= amount
+        self._version += 1
+        return running
+
+    # ---- facts for the metrics -----------------------------------------------------------------
+
+    def _aligned(self, pod: Pod, numa: frozenset[int]) -> bool | None:
+        cpus = pod_guaranteed_cpus(pod)
+        if not cpus or not numa:
+            return None
+        return len(numa) <= self.fewest_numa_nodes(cpus)
+
+    def fewest_numa_nodes(self, cpus: int) -> int:
+        """The fewest NUMA nodes whose allocatable CPUs can hold ``cpus`` exclusive CPUs."""
+        reserved = self.node.kubelet.reserved_system_cpus or CPUSet()
+        sizes = sorted((len(n.cpus - reserved) for n in self.node.machine.numa_nodes if n.cpus), reverse=True)
+        total = 0
+        for count, size in enumerate(sizes, start=1):
+            total += size
+            if total >= cpus:
+                return count
+        return max(1, len(sizes))
+
+    def _spread(self, numa: frozenset[int]) -> float | None:
+        if len(numa) < 2:
+            return None
+        pairs = list(combinations(sorted(numa), 2))
+        return sum(self._distances[a].get(b, 0) for a, b in pairs) / len(pairs)
+
+    # ---- what the node reports -----------------------------------------------------------------
+
+    @property
+    def requested(self) -> Mapping[str, int]:
+        """The sum of the running pods' requests."""
+        return self.kubelet.requested
+
+    @property
+    def allocatable(self) -> Mapping[str, int]:
+        """What the node offers pods."""
+        return self.kubelet.allocatable
+
+    def report(self) -> NodeResourceTopology:
+        """The node's NodeResourceTopology as node-feature-discovery publishes it, with the pods fingerprint."""
+        if self._report is not None and self._report[0] == self._version:
+            return self._report[1]
+        nrt = self.kubelet.to_nrt()
+        fingerprint = pods_fingerprint((r.pod.namespace, r.pod.name) for r in self.pods.values())
+        nrt = dataclasses.replace(nrt, attributes={**nrt.attributes, FINGERPRINT_ATTRIBUTE: fingerprint})
+        self._report = (self._version, nrt)
+        return nrt
+
+
+def _mask(cpusets) -> int:
+    mask = 0
+    for cpus in cpusets:
+        mask |= cpus.mask
+    return mask
