@@ -54,6 +54,7 @@ TOPOSCHED_REGISTRY = {
     "NUMAAlignment": {"preFilter", "filter", "reserve"},
     "CPUOrchestration": {"filter", "reserve", "preBind"},
     "ZoneCapacity": {"filter"},
+    "DeviceLocality": {"preFilter", "filter", "score"},
     "NUMAScore": {"preScore", "score"},
     "DefaultBinder": {"bind"},
 }
@@ -1256,7 +1257,7 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
     assert profile.scheduler_name == "toposched"
     assert profile.percentage_of_nodes_to_score == 100
     assert as_table(profile) == {
-        "preFilter": ["NodeAffinity", "NodeResourcesFit", "NUMAAlignment"],
+        "preFilter": ["NodeAffinity", "NodeResourcesFit", "NUMAAlignment", "DeviceLocality"],
         "filter": [
             "NodeUnschedulable",
             "TaintToleration",
@@ -1265,9 +1266,10 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
             "NUMAAlignment",
             "CPUOrchestration",
             "ZoneCapacity",
+            "DeviceLocality",
         ],
         "preScore": ["NodeResourcesFit", "NUMAScore"],
-        "score": [("NUMAScore", 5), ("NodeResourcesFit", 1)],
+        "score": [("NUMAScore", 5), ("DeviceLocality", 3), ("NodeResourcesFit", 1)],
         "reserve": ["NUMAAlignment", "CPUOrchestration"],
         "preBind": ["CPUOrchestration"],
         "bind": ["DefaultBinder"],

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from toposched.devices import DeviceInventory, DeviceResourceMap
 from toposched.errors import InputError
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
 from toposched.scheduler.fingerprint import pods_fingerprint
@@ -56,6 +57,7 @@ class NodeRecord:
     pods: dict[str, PodEntry] = field(default_factory=dict)
     requested: dict[str, int] = field(default_factory=dict)
     broken: str = ""  # why the node's topology data is unusable; the node is then unschedulable
+    inventory: DeviceInventory | None = None  # the node's devices with their NUMA and PCIe locality
 
     @property
     def name(self) -> str:
@@ -137,9 +139,14 @@ class Cluster:
     ``on_change`` is called with a node name after anything about that node changed (the
     scheduler's vector table uses it to refresh one row). ``reflect_timeout`` is how long
     after a placement a report is taken to include it when no pods fingerprint says so.
+    ``resource_map`` says which extended resource each device of a known machine is (default:
+    :meth:`DeviceResourceMap.default`); a node added with ``machine`` and no ``device_plugins``
+    gets its device plugins from it.
     """
 
-    def __init__(self, *, reflect_timeout: float = 120.0, on_change: Callable[[str], None] | None = None):
+    def __init__(self, *, reflect_timeout: float = 120.0, on_change: Callable[[str], None] | None = None,
+                 resource_map: DeviceResourceMap | None = None):
+        self.resource_map = resource_map or DeviceResourceMap.default()
         self.nodes: dict[str, NodeRecord] = {}
         self.pod_node: dict[str, str] = {}
         self.reflect_timeout = reflect_timeout
@@ -173,6 +180,9 @@ class Cluster:
         else:
             record.spec = spec
         if machine is not None:
+            record.inventory = DeviceInventory.from_machine(machine, self.resource_map)
+            if device_plugins is None:
+                device_plugins = record.inventory.device_plugins()
             record.model = KubeletNode(machine, kubelet_config, device_plugins=device_plugins, name=spec.name,
                                        merge=fast_merge_hints)
             self._replay(record)
@@ -204,6 +214,7 @@ class Cluster:
                 config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
                 plugins = _device_plugins(machine)
                 record.model = KubeletNode(machine, config, device_plugins=plugins, name=nrt.name, merge=fast_merge_hints)
+                record.inventory = DeviceInventory.from_nrt(nrt, self.resource_map)
                 self._replay(record)
             except InputError as err:
                 record.model, record.broken = None, str(err)

@@ -1,0 +1,168 @@
+"""DeviceLocality: GPUs and RDMA NICs together, under one PCIe switch where the pod needs it.
+
+A pod asking for devices (extended resources like ``nvidia.com/gpu``, ``rdma/hca``) may state
+where they must sit together: ``toposched.io/device-scope`` (``pcie|numa|node``, ``:required``
+or ``:preferred``) or Koordinator's ``scheduling.koordinator.sh/device-joint-allocate``.
+
+* Filter: the node's free devices (its kubelet replica's view) admit a choice within a
+  required scope, found by :func:`toposched.devices.choose_devices`; otherwise the node fails
+  with the chooser's reason ("no 2 nvidia.com/gpu on one NUMA node with a free rdma/hca under
+  the same PCIe switch").
+* Score: the tightest locality the node can give (pcie > numa > node), then packing: nodes
+  whose devices are already in use score higher, so whole switches and NUMA nodes stay free for
+  larger requests.
+* Confirm (after Reserve): the devices the node's kubelet replica actually gave the pod meet a
+  required scope; a kubelet whose device manager picks other devices refuses the node.
+
+Pods without device requests pass every node and score 0: the plugin costs them nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from toposched.devices import DeviceChoice, DeviceInventory, choose_devices
+from toposched.devices.inventory import LEVEL_NODE, LEVEL_NUMA, LEVEL_PCIE
+from toposched.devices.joint import DEVICE_TYPE_KINDS
+from toposched.kubelet.device_manager import pod_device_requests
+from toposched.scheduler.cluster import NodeRecord
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.intent import DeviceScope, pod_intent
+from toposched.scheduler.placement import Placement
+from toposched.scheduler.status import Status
+from toposched.scheduler.table import NodeTable
+from toposched.workload import Pod
+
+__all__ = ["DeviceLocality", "achieved_level", "free_devices"]
+
+_LEVEL_SCORE = {LEVEL_PCIE: MAX_NODE_SCORE, LEVEL_NUMA: MAX_NODE_SCORE // 2, LEVEL_NODE: 0}
+_RANK = {LEVEL_PCIE: 0, LEVEL_NUMA: 1, LEVEL_NODE: 2}
+
+
+def free_devices(node: NodeRecord, resources: Any) -> dict[str, frozenset[str]]:
+    """The ids of each resource the node's kubelet replica has not given to a pod."""
+    if node.model is None:
+        return {}
+    devices = node.model.devices
+    return {r: devices.available(r) for r in resources if r in devices.resources}
+
+
+def achieved_level(inventory: DeviceInventory, ids: Mapping[str, Any], joint: tuple[str, ...]) -> str:
+    """How close the devices of ``joint`` resources sit: ``pcie``, ``numa`` or ``node``.
+
+    The same comparison :func:`choose_devices` ranks by: every secondary resource's devices span
+    exactly the primary's PCIe switches (``pcie``), else exactly its NUMA nodes (``numa``). A
+    lone resource is ``pcie`` when its devices share one switch, ``numa`` when one NUMA node.
+    """
+    groups = [[inventory.device(i) for i in ids.get(r, ())] for r in joint if ids.get(r)]
+    if not groups:
+        return LEVEL_PCIE
+    for level, key in ((LEVEL_PCIE, "switch"), (LEVEL_NUMA, "numa_id")):
+        sets = [frozenset(getattr(d, key) for d in group) for group in groups]
+        if any(None in s for s in sets):
+            continue
+        if len(sets) == 1 and len(sets[0]) == 1 or len(sets) > 1 and all(s == sets[0] for s in sets[1:]):
+            return level
+    return LEVEL_NODE
+
+
+@registry.register
+class DeviceLocality:
+    """Devices of a pod placed together as its device scope asks (see the module notes)."""
+
+    name = "DeviceLocality"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        pass
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """Read the pod's device request and device scope once."""
+        self._request(state, pod)
+        return Status.success()
+
+    def _request(self, state: CycleState, pod: Pod) -> tuple[dict[str, int], DeviceScope | None]:
+        known = state.get(self.name)
+        if known is None:
+            request = {r: n for r, n in pod_device_requests(pod).items() if n > 0 and "/" in r}
+            intent = state.get("PodIntent") or pod_intent(pod)
+            known = state[self.name] = (request, intent.device_scope)
+        return known
+
+    def _choice(self, state: CycleState, pod: Pod, node: NodeRecord) -> DeviceChoice | None:
+        request, scope = self._request(state, pod)
+        if not request or node.inventory is None or node.model is None:
+            return None
+        if not any(node.inventory.of_resource(r) for r in request):
+            return None  # devices the node does not describe (NodeResourcesFit judges their counts)
+        return choose_devices(node.inventory, request, free_devices(node, request), scope=scope)
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """The node's free devices admit a choice within the pod's required scope."""
+        choice = self._choice(state, pod, node)
+        if choice is None or choice.ok:
+            return Status.success()
+        return Status.unschedulable(choice.reason, plugin=self.name)
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Every row at once for pods without devices; node by node (only stale rows) otherwise."""
+        if not self._request(state, pod)[0]:
+            return np.ones(len(rows), dtype=bool), ""
+        ok = np.ones(len(rows), dtype=bool)
+        reasons = [""] * len(rows)
+        for i, row in enumerate(rows):
+            node = table.cluster.nodes.get(table.names[row])
+            if node is None:
+                continue
+            status = self.filter(state, pod, node)
+            if not status.is_success:
+                ok[i], reasons[i] = False, status.message
+        return ok, reasons
+
+    def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Locality first (pcie > numa > node), then how busy the node's devices already are."""
+        out = np.zeros(len(rows), dtype=np.int64)
+        request = self._request(state, pod)[0]
+        if not request:
+            return out
+        for i, row in enumerate(rows):
+            node = table.cluster.nodes.get(table.names[row])
+            choice = self._choice(state, pod, node) if node is not None else None
+            if choice is None or not choice.ok:
+                continue
+            total = sum(len(node.inventory.of_resource(r)) for r in request)
+            free = sum(len(ids) for ids in free_devices(node, request).values())
+            used_after = (total - free + sum(request.values())) / total if total else 0.0
+            out[i] = (_LEVEL_SCORE[choice.level or LEVEL_PCIE] + round(MAX_NODE_SCORE * used_after)) // 2
+        return out
+
+    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
+        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
+
+    def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
+        """The devices the replica gave the pod sit within its required scope."""
+        request, scope = self._request(state, pod)
+        if not request or scope is None or not scope.required or node.inventory is None:
+            return Status.success()
+        ids = {r: tuple(i for i in got if i in node.inventory) for r, got in placement.devices().items()}
+        joint = self._joint(request, scope, node.inventory)
+        level = achieved_level(node.inventory, ids, joint)
+        if _RANK[level] > _RANK[scope.scope]:
+            return Status.unschedulable(
+                f"the node's kubelet would give {', '.join(joint)} that sit together only at {level} level, "
+                f"not {scope.scope} as required", plugin=self.name)
+        return Status.success()
+
+    def _joint(self, request: Mapping[str, int], scope: DeviceScope, inventory: DeviceInventory) -> tuple[str, ...]:
+        if not scope.device_types:
+            return tuple(sorted(request))
+        kinds = [DEVICE_TYPE_KINDS.get(t, frozenset()) for t in scope.device_types]
+        out = []
+        for group in kinds:
+            for r in sorted(request):
+                devices = inventory.of_resource(r)
+                if devices and devices[0].kind in group and r not in out:
+                    out.append(r)
+        return tuple(out)
