@@ -12,6 +12,11 @@ if [ -z "${TOPOSCHED_NO_APT:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hwloc) >/dev/null 2>&1 \
       || echo "test.sh: could not install hwloc; the hwloc cross-check tests will skip"
   fi
+  if ! command -v chromium >/dev/null; then
+    echo "test.sh: installing chromium (renders the simulator's HTML report in a test)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+      || echo "test.sh: could not install chromium; the report rendering test will skip"
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then
