@@ -55,6 +55,7 @@ TOPOSCHED_REGISTRY = {
     "CPUOrchestration": {"filter", "reserve", "preBind"},
     "ZoneCapacity": {"filter"},
     "DeviceLocality": {"preFilter", "filter", "score"},
+    "GPUShare": {"preFilter", "filter", "score", "reserve"},
     "NUMAScore": {"preScore", "score"},
     "DefaultBinder": {"bind"},
 }
@@ -1257,7 +1258,7 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
     assert profile.scheduler_name == "toposched"
     assert profile.percentage_of_nodes_to_score == 100
     assert as_table(profile) == {
-        "preFilter": ["NodeAffinity", "NodeResourcesFit", "NUMAAlignment", "DeviceLocality"],
+        "preFilter": ["NodeAffinity", "NodeResourcesFit", "NUMAAlignment", "DeviceLocality", "GPUShare"],
         "filter": [
             "NodeUnschedulable",
             "TaintToleration",
@@ -1267,10 +1268,11 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
             "CPUOrchestration",
             "ZoneCapacity",
             "DeviceLocality",
+            "GPUShare",
         ],
         "preScore": ["NodeResourcesFit", "NUMAScore"],
-        "score": [("NUMAScore", 5), ("DeviceLocality", 3), ("NodeResourcesFit", 1)],
-        "reserve": ["NUMAAlignment", "CPUOrchestration"],
+        "score": [("NUMAScore", 5), ("DeviceLocality", 3), ("GPUShare", 3), ("NodeResourcesFit", 1)],
+        "reserve": ["NUMAAlignment", "CPUOrchestration", "GPUShare"],
         "preBind": ["CPUOrchestration"],
         "bind": ["DefaultBinder"],
     }

@@ -42,6 +42,7 @@ __all__ = [
     "ALIBABA_GPU_MILLI",
     "ALIBABA_GPU_MODEL",
     "AMD_GPU",
+    "DEFAULT_GPU_MEMORY",
     "GPU_CORE",
     "GPU_MEMORY",
     "GPU_MEMORY_RATIO",
@@ -61,6 +62,8 @@ __all__ = [
     "Refusal",
     "convert_device_request",
     "gpu_request",
+    "inventory_gpus",
+    "koordlet_resources",
     "per_gpu_request",
     "pod_gpu_request",
     "pod_task",
@@ -665,3 +668,24 @@ class NodeGPUState:
         if isinstance(chosen, Refusal):
             return chosen
         return self.take(chosen), chosen
+
+
+DEFAULT_GPU_MEMORY = 16 * 2**30  # a GPU whose memory neither the topology nor its model tells
+
+
+def inventory_gpus(inventory: Iterable[Any], *, default_memory: int = DEFAULT_GPU_MEMORY) -> tuple[GPUDevice, ...]:
+    """The GPUs of a node's device inventory (``NodeDevice`` values), in its order, with their memory.
+
+    Memory comes from the topology, else from the GPU model (:data:`GPU_MODEL_MEMORY`), else
+    ``default_memory``.
+    """
+    return tuple(GPUDevice(d.id, d.memory_bytes or GPU_MODEL_MEMORY.get(d.model or "", default_memory), d.numa_id)
+                 for d in inventory if d.kind == DeviceKind.GPU)
+
+
+def koordlet_resources(gpus: Iterable[GPUDevice]) -> dict[str, int]:
+    """The node-level GPU-share resources koordlet reports for these GPUs (none without GPUs)."""
+    gpus = tuple(gpus)
+    if not gpus:
+        return {}
+    return {GPU_CORE: 100 * len(gpus), GPU_MEMORY_RATIO: 100 * len(gpus), GPU_MEMORY: sum(g.memory for g in gpus)}

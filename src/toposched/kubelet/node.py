@@ -89,7 +89,9 @@ class KubeletNode:
     """A node's kubelet: machine + configuration + the pods it admitted.
 
     ``device_plugins`` maps a device resource (``nvidia.com/gpu``) to its devices as
-    ``(device id, NUMA ids or None)``. ``merge`` is the hint merge; the scheduler may pass
+    ``(device id, NUMA ids or None)``. ``extended_resources`` are node-level extended resources
+    another agent reports (koordlet's ``koordinator.sh/gpu-core``): counted against allocatable
+    at admission, never aligned. ``merge`` is the hint merge; the scheduler may pass
     :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
     Construction validates the configuration against the machine as the kubelet does at start
     and raises :class:`InputError` otherwise.
@@ -109,11 +111,16 @@ class KubeletNode:
         config: KubeletConfig | None = None,
         *,
         device_plugins: DevicePlugins | None = None,
+        extended_resources: Mapping[str, int] | None = None,
         name: str = "node",
         merge: Any = merge_hints,
         exhaustive: bool = False,
     ) -> None:
         self.machine = machine
+        self.extended_resources = dict(extended_resources or {})
+        for resource, value in self.extended_resources.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"{value!r} is not a non-negative quantity", field=f"extendedResources.{resource}")
         self.config = config or KubeletConfig()
         self.name = name
         self.exhaustive = exhaustive
@@ -191,6 +198,7 @@ class KubeletNode:
             out[name] = max(0, value - cfg.kube_reserved.get(name, 0) - cfg.system_reserved.get(name, 0))
         for resource in self.devices.resources:
             out[resource] = len(self.devices.state.healthy.get(resource, ()))
+        out.update(self.extended_resources)
         return out
 
     @property

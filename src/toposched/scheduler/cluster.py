@@ -16,9 +16,11 @@ Time is passed in (``now``, seconds); nothing here reads a clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from toposched.devices import DeviceInventory, DeviceResourceMap
+from toposched.devices.share import inventory_gpus, koordlet_resources
 from toposched.errors import InputError
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
 from toposched.scheduler.fingerprint import pods_fingerprint
@@ -44,6 +46,7 @@ class PodEntry:
     since: float  # when it was reserved or first seen
     reflected: bool = False  # the node's last report already counts it
     usage: dict[int, dict[str, int]] = field(default_factory=dict)  # what admitting it took from each zone
+    extras: dict[str, Any] = field(default_factory=dict)  # what plugins reserved beyond the replica (GPU shares)
 
 
 @dataclass
@@ -183,8 +186,10 @@ class Cluster:
             record.inventory = DeviceInventory.from_machine(machine, self.resource_map)
             if device_plugins is None:
                 device_plugins = record.inventory.device_plugins()
-            record.model = KubeletNode(machine, kubelet_config, device_plugins=device_plugins, name=spec.name,
-                                       merge=fast_merge_hints)
+            # GPUs are also offered in shares, as koordlet reports them (see GPUShare).
+            shares = koordlet_resources(inventory_gpus(record.inventory))
+            record.model = KubeletNode(machine, kubelet_config, device_plugins=device_plugins, extended_resources=shares,
+                                       name=spec.name, merge=fast_merge_hints)
             self._replay(record)
         self._changed(spec.name)
         return record

@@ -58,10 +58,13 @@ class Placement:
     node: str
     numa_nodes: frozenset[int] = frozenset()
     containers: Mapping[str, ContainerPlacement] = field(default_factory=lambda: _EMPTY)
+    # Further annotations a plugin's decision adds at bind (Koordinator's device-allocated for GPU shares).
+    extra_annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numa_nodes", frozenset(self.numa_nodes))
         object.__setattr__(self, "containers", MappingProxyType(dict(self.containers)))
+        object.__setattr__(self, "extra_annotations", MappingProxyType(dict(self.extra_annotations)))
 
     @property
     def cpuset(self) -> CPUSet:
@@ -193,8 +196,9 @@ class Placement:
         return per_numa
 
     def annotations(self) -> dict[str, str]:
-        """Both annotations a bind writes."""
-        return {PLACEMENT_ANNOTATION: self.to_annotation(), KOORDINATOR_RESOURCE_STATUS: self.to_koordinator_resource_status()}
+        """The annotations a bind writes: ours, Koordinator's resource-status, and any a plugin added."""
+        return {PLACEMENT_ANNOTATION: self.to_annotation(), KOORDINATOR_RESOURCE_STATUS: self.to_koordinator_resource_status(),
+                **self.extra_annotations}
 
 
 def _numa_id(value: Any, field_name: str) -> int:

@@ -83,8 +83,12 @@ class AlignedRequest:
 
 
 def _is_device(resource: str) -> bool:
-    """Extended resources (``vendor/name``) are the ones device plugins serve."""
-    return "/" in resource
+    """Extended resources (``vendor/name``) are the ones device plugins serve.
+
+    Koordinator's shared-GPU resources (``koordinator.sh/gpu-core`` ...) are not: the node
+    reports them as plain counts and GPUShare places them.
+    """
+    return "/" in resource and not resource.startswith("koordinator.sh/")
 
 
 def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:

@@ -1,0 +1,245 @@
+"""GPUShare: shares of GPUs (Koordinator's DeviceShare protocol), NUMA-aligned and packed.
+
+A pod asks for a share of a GPU with ``koordinator.sh/gpu-core`` (percent of one GPU's compute),
+``koordinator.sh/gpu-memory`` / ``koordinator.sh/gpu-memory-ratio``, Koordinator's combined
+``koordinator.sh/gpu``, or the Alibaba trace's ``alibabacloud.com/gpu-milli`` annotation; a
+request of 100 or more takes whole GPUs. The kubelet does not know these resources (on a node
+they are reported by koordlet or our agent); the scheduler decides which GPU gives each share and
+writes it in Koordinator's ``scheduling.koordinator.sh/device-allocated`` annotation, which the
+node side enforces.
+
+The node's GPUs are its inventory's GPU devices (memory from the topology, else from the GPU
+model, else ``defaultGPUMemory``). GPUs the kubelet gave whole to ``nvidia.com/gpu`` pods are
+not shared, and a whole-GPU pod whose kubelet would pick a GPU that holds shares is refused at
+Reserve. Which GPU a share takes, and how nodes are scored, is the packing policy of the FGD
+paper (ATC'23, "Beware of Fragmentation"): ``FGD`` (with a target workload), ``BestFit``
+(default), ``DotProd``, ``GpuPacking``, ``GpuClustering`` or ``Random`` (seeded) -- args
+``{policy: ..., seed: ..., defaultGPUMemory: ...}``. Shares sit on the NUMA nodes the pod's CPUs
+and memory were aligned to when it has any.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from toposched.devices.fgd import MILLI, NodeBatch, Policy, TargetWorkload, Task, make_policy
+from toposched.devices.koordinator import format_device_allocated, gpu_device_allocations
+from toposched.devices.share import (
+    ALIBABA_GPU_MILLI,
+    DEFAULT_GPU_MEMORY,
+    GPUAllocation,
+    Host,
+    NodeGPUState,
+    Refusal,
+    inventory_gpus,
+    pod_gpu_request,
+)
+from toposched.errors import InputError
+from toposched.quantity import canonical_units
+from toposched.scheduler.cluster import NodeRecord
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.status import Status
+from toposched.scheduler.table import NodeTable
+from toposched.topology.model import DeviceKind
+from toposched.workload import Pod
+
+__all__ = ["DEVICE_ALLOCATED", "GPUShare", "node_gpu_state", "shares_gpu"]
+
+DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+_SHARE_PREFIX = "koordinator.sh/gpu"
+
+
+def shares_gpu(pod: Pod) -> bool:
+    """Whether the pod asks for GPUs through the sharing protocol (the scheduler then picks the GPUs)."""
+    if ALIBABA_GPU_MILLI in pod.annotations:
+        return True
+    return any(r.startswith(_SHARE_PREFIX) for c in pod.all_containers for r in c.limits_or_requests)
+
+
+def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -> NodeGPUState:
+    """The node's GPUs with every share the ledger holds there taken."""
+    gpus = inventory_gpus(node.inventory, default_memory=default_memory) if node.inventory is not None else ()
+    state = NodeGPUState(gpus, node.spec.labels.get("toposched.io/gpu-model", ""))
+    for entry in node.pods.values():
+        allocation = entry.extras.get(GPUShare.name)
+        if allocation is not None:
+            state = state.take(allocation, source=f"pod {entry.pod.key}")
+    return state
+
+
+def _kubelet_gpus(node: NodeRecord) -> set[str]:
+    """GPUs the kubelet replica has given whole to device-plugin pods."""
+    if node.model is None or node.inventory is None:
+        return set()
+    used: set[str] = set()
+    devices = node.model.devices
+    for resource in {d.resource for d in node.inventory if d.kind == DeviceKind.GPU}:
+        if resource in devices.resources:
+            used |= devices.in_use(resource)
+    return used
+
+
+@registry.register
+class GPUShare:
+    """Shares of GPUs placed by the scheduler (see the module notes)."""
+
+    name = "GPUShare"
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        args = dict(args or {})
+        unknown = sorted(set(args) - {"policy", "seed", "defaultGPUMemory"})
+        if unknown:
+            raise InputError(f"unknown args {unknown}; known: defaultGPUMemory, policy, seed", field=f"{self.name}.args")
+        self.policy_name = str(args.get("policy", "BestFit"))
+        self.seed = args.get("seed", 0)
+        self.default_memory = canonical_units("memory", args.get("defaultGPUMemory", DEFAULT_GPU_MEMORY),
+                                              field=f"{self.name}.args.defaultGPUMemory")
+        self.workload: TargetWorkload | None = None
+        self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
+
+    def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
+        """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
+        self.workload = TargetWorkload.from_tasks(tasks, coverage=coverage)
+        if self.policy_name == "FGD":
+            self.policy = make_policy("FGD", workload=self.workload)
+
+    def _policy(self) -> Policy:
+        if self.policy is None:
+            raise InputError("the FGD policy needs a target workload (set_target_workload)", field=f"{self.name}.args.policy")
+        return self.policy
+
+    # ---- the request ---------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status:
+        """Read the pod's GPU share request; malformed or inconsistent shares are unresolvable."""
+        try:
+            self._request(state, pod)
+        except InputError as err:
+            return Status.unresolvable(str(err), plugin=self.name)
+        return Status.success()
+
+    def _request(self, state: CycleState, pod: Pod) -> Any:
+        key = f"{self.name}.request"
+        if key not in state:
+            state[key] = pod_gpu_request(pod) if shares_gpu(pod) else None
+        return state[key]
+
+    def _host(self, node: NodeRecord, pod: Pod) -> Host:
+        allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})
+        requests = pod.effective_requests()
+        return Host(max(0, allocatable.get("cpu", 0) - node.requested.get("cpu", 0)),
+                    max(0, allocatable.get("memory", 0) - node.requested.get("memory", 0)),
+                    requests.get("cpu", 0), requests.get("memory", 0))
+
+    def _choose(self, state: CycleState, pod: Pod, node: NodeRecord, numa: frozenset[int] = frozenset()) -> Any:
+        request = self._request(state, pod)
+        gpus = node_gpu_state(node, self.default_memory)
+        busy = _kubelet_gpus(node)
+        candidates = [d.id for d in gpus.devices if d.id not in busy and (not numa or d.numa is None or d.numa in numa)]
+        return gpus.choose(request, candidates=candidates, policy=self._policy(), host=self._host(node, pod)), gpus
+
+    # ---- filter and score ----------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """Some GPU (or ``count`` of them) of the node has the share free."""
+        if self._request(state, pod) is None:
+            return Status.success()
+        choice, _ = self._choose(state, pod, node)
+        if isinstance(choice, Refusal):
+            return Status.unschedulable(choice.reason, plugin=self.name)
+        return Status.success()
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """All rows at once for pods without shares; node by node (stale rows only) otherwise."""
+        if self._request(state, pod) is None:
+            return np.ones(len(rows), dtype=bool), ""
+        ok = np.ones(len(rows), dtype=bool)
+        reasons = [""] * len(rows)
+        for i, row in enumerate(rows):
+            node = table.cluster.nodes.get(table.names[row])
+            status = self.filter(state, pod, node) if node is not None else Status.success()
+            if not status.is_success:
+                ok[i], reasons[i] = False, status.message
+        return ok, reasons
+
+    def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """The packing policy's 0-100 score of each row's GPUs for the pod (0 for pods without shares)."""
+        request = self._request(state, pod)
+        out = np.zeros(len(rows), dtype=np.int64)
+        if request is None or not len(rows):
+            return out
+        nodes = [table.cluster.nodes.get(table.names[row]) for row in rows]
+        states = [node_gpu_state(n, self.default_memory) if n is not None else None for n in nodes]
+        width = max((len(s.devices) for s in states if s is not None), default=0)
+        if not width:
+            return out
+        free = np.zeros((len(rows), width), dtype=np.int64)
+        hosts = []
+        for i, (node, gpus) in enumerate(zip(nodes, states)):
+            if gpus is not None:
+                busy = _kubelet_gpus(node)
+                free[i, :len(gpus.devices)] = [0 if d.id in busy else f for d, f in zip(gpus.devices, gpus.free_milli())]
+            hosts.append(self._host(node, pod) if node is not None else Host(0, 0))
+        batch = NodeBatch(
+            cpu_free=[h.cpu_free for h in hosts], memory_free=[h.memory_free for h in hosts], gpu_free=free,
+            gpu_count=[len(s.devices) if s is not None else 0 for s in states],
+            gpu_model=tuple(s.model if s is not None else "" for s in states),
+        )
+        smallest = min((d.memory for s in states if s is not None for d in s.devices), default=DEFAULT_GPU_MEMORY)
+        requests = pod.effective_requests()
+        task = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
+                    gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
+        scores = self._policy().score(batch, task)
+        return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
+
+    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
+        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
+
+    # ---- reserve -------------------------------------------------------------------------------
+
+    def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
+        """A whole-GPU pod's kubelet must not pick a GPU that holds shares; a share pod must still fit aligned."""
+        request = self._request(state, pod)
+        if request is None:
+            gpus = node_gpu_state(node, self.default_memory)
+            shared = {d.id for d, used in zip(gpus.devices, gpus.used_core) if used}
+            clash = shared & {i for ids in placement.devices().values() for i in ids}
+            if clash:
+                return Status.unschedulable(f"the node's kubelet would hand out GPU {sorted(clash)[0]}, which holds "
+                                            f"shares of other pods", plugin=self.name)
+            return Status.success()
+        choice, _ = self._choose(state, pod, node, placement.numa_nodes)
+        if isinstance(choice, Refusal):
+            return Status.unschedulable(f"{choice.reason} on the pod's NUMA nodes", plugin=self.name)
+        state[f"{self.name}.choice"] = (node.name, choice)
+        return Status.success()
+
+    def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """Record the share in the ledger and in the pod's placement (devices and device-allocated)."""
+        chosen = state.pop(f"{self.name}.choice", None)
+        if chosen is None or chosen[0] != node.name:
+            return Status.success()
+        allocation: GPUAllocation = chosen[1]
+        entry = node.pods[pod.uid or pod.key]
+        entry.extras[self.name] = allocation
+        gpus = node_gpu_state(node, self.default_memory)
+        annotation = format_device_allocated({"gpu": gpu_device_allocations(allocation, gpus)})
+        entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
+        return Status.success()
+
+
+def _with_shares(placement: Placement, pod: Pod, allocation: GPUAllocation, annotation: str) -> Placement:
+    """The placement with the shared GPUs listed on the first container asking for a share."""
+    name = next((c.name for c in pod.all_containers if any(r.startswith(_SHARE_PREFIX) for r in c.limits_or_requests)),
+                pod.all_containers[0].name if pod.all_containers else None)
+    containers = dict(placement.containers)
+    if name is not None:
+        current = containers.get(name) or ContainerPlacement()
+        containers[name] = dataclasses.replace(current, devices={**current.devices, _SHARE_PREFIX: allocation.devices})
+    return dataclasses.replace(placement, containers=containers,
+                               extra_annotations={**placement.extra_annotations, DEVICE_ALLOCATED: annotation})

@@ -1,0 +1,117 @@
+"""GPUShare in the scheduling cycle: shares of GPUs packed per device, NUMA-aligned, released exactly."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import shared_path
+from toposched.devices.share import MILLI
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, node_gpu_state
+from toposched.scheduler.profile_setup import load_profile
+from toposched.topology.hwloc import read_hwloc_xml
+from toposched.workload import Container, Pod
+
+GI = 2**30
+CONFIG = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static")
+
+
+def g4dn_scheduler() -> Scheduler:
+    machine = read_hwloc_xml(shared_path("topologies", "hwloc", "g4dnmetal.xml"))
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("g4dn"), machine=machine, kubelet_config=CONFIG)
+    return Scheduler(cluster, load_profile("toposched"))
+
+
+def share_pod(name: str, percent: int, guaranteed: bool = False) -> Pod:
+    limits = {"koordinator.sh/gpu-core": percent, "koordinator.sh/gpu-memory-ratio": percent}
+    if guaranteed:
+        limits.update({"cpu": 2000, "memory": 4 * GI})
+        return Pod(name, uid=name, containers=(Container("c", limits=limits),))
+    return Pod(name, uid=name, containers=(Container("c", requests={"cpu": 500, "memory": GI}, limits=limits),))
+
+
+def test_shares_pack_onto_one_gpu_before_opening_the_next():
+    sched = g4dn_scheduler()
+    got = []
+    for i in range(4):
+        pod = share_pod(f"p{i}", 50)
+        decision = sched.schedule(pod, 0.0)
+        sched.bound(pod, 0.0)
+        (gpu,) = decision.placement.devices()["koordinator.sh/gpu"]
+        got.append(gpu)
+    assert got[0] == got[1] and got[2] == got[3] and got[0] != got[2]
+
+
+def test_the_device_allocated_annotation_names_the_gpu_and_its_share():
+    sched = g4dn_scheduler()
+    pod = share_pod("p", 25)
+    decision = sched.schedule(pod, 0.0)
+    patch = sched.binding(decision, pod)[0]["body"]["metadata"]["annotations"]
+    allocated = json.loads(patch[DEVICE_ALLOCATED])
+    (entry,) = allocated["gpu"]
+    assert entry["resources"]["koordinator.sh/gpu-core"] == "25"
+    assert entry["resources"]["koordinator.sh/gpu-memory-ratio"] == "25"
+    gpus = node_gpu_state(sched.cluster.nodes["g4dn"])
+    assert gpus.devices[entry["minor"]].id == decision.placement.devices()["koordinator.sh/gpu"].pop()
+
+
+def test_a_guaranteed_share_sits_on_its_numa_node():
+    sched = g4dn_scheduler()
+    machine = sched.cluster.nodes["g4dn"].model.machine
+    numa_of = {d.address: d.numa_id for d in machine.devices}
+    for i in range(6):
+        pod = share_pod(f"p{i}", 40, guaranteed=True)
+        decision = sched.schedule(pod, 0.0)
+        sched.bound(pod, 0.0)
+        (gpu,) = decision.placement.devices()["koordinator.sh/gpu"]
+        assert {numa_of[gpu]} == set(decision.placement.numa_nodes)
+
+
+def test_inconsistent_shares_are_refused_and_other_pods_still_schedule():
+    sched = g4dn_scheduler()
+    bad = Pod("bad", uid="bad", containers=(Container("c", limits={
+        "koordinator.sh/gpu-core": 150, "koordinator.sh/gpu-memory-ratio": 50}),))
+    decision = sched.schedule(bad, 0.0)
+    assert decision.node is None and decision.status.code.label == "UnschedulableAndUnresolvable"
+    assert all(used == 0 for used in node_gpu_state(sched.cluster.nodes["g4dn"]).used_core)
+    assert sched.schedule(share_pod("ok", 30), 0.0).node == "g4dn"
+
+
+def test_a_whole_gpu_pod_is_refused_where_the_kubelet_would_hand_out_a_shared_gpu():
+    sched = g4dn_scheduler()
+    for i in range(16):  # two halves on every one of the 8 T4s
+        pod = share_pod(f"p{i}", 50)
+        assert sched.schedule(pod, 0.0).node == "g4dn"
+        sched.bound(pod, 0.0)
+    whole = Pod("w", uid="w", containers=(Container("c", limits={"cpu": 1000, "memory": GI, "nvidia.com/gpu": 1}),))
+    decision = sched.schedule(whole, 0.0)
+    assert decision.node is None
+    assert "holds shares" in decision.message
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([10, 25, 50, 75, 100, 200]), st.booleans()), min_size=1, max_size=30))
+def test_no_gpu_is_ever_over_shared_and_release_restores_the_ledger(steps):
+    sched = g4dn_scheduler()
+    node = sched.cluster.nodes["g4dn"]
+    empty = node_gpu_state(node)
+    placed = []
+    for i, (percent, release) in enumerate(steps):
+        pod = share_pod(f"p{i}", percent)
+        decision = sched.schedule(pod, 0.0)
+        if decision.node is not None:
+            sched.bound(pod, 0.0)
+            placed.append(pod)
+        state = node_gpu_state(node)
+        assert all(0 <= c <= MILLI for c in state.used_core)
+        assert all(0 <= m <= d.memory for m, d in zip(state.used_memory, state.devices))
+        if release and placed:
+            sched.cluster.forget(placed.pop(0))
+    for pod in placed:
+        sched.cluster.forget(pod)
+    assert node_gpu_state(node) == empty
