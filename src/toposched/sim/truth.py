@@ -5,7 +5,10 @@ bound to it, choosing exact CPUs, memory and devices itself (TopologyAffinityErr
 upstream reasons included). On an agent-managed node the kubelet only checks allocatable and
 the toposched agent applies the scheduler's placement as given; the truth refuses a placement
 that would give a CPU to two pods or over-commit a NUMA node's memory, so a scheduler bug shows
-up as a rejection instead of silently corrupting the simulation.
+up as a rejection instead of silently corrupting the simulation. Shares of GPUs
+(``koordinator.sh/gpu-core`` ...) go where the scheduler's ``device-allocated`` annotation says
+(the node side enforces it, as koordlet does); without one the node picks the best-fitting GPU
+itself, and a pod no GPU can take is rejected (``GPUShareError``).
 
 Each admitted pod is recorded with the facts the metrics need: its NUMA nodes, its exclusive
 CPUs, whether it sits on the fewest NUMA nodes its aligned request could take on this machine,
@@ -19,13 +22,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
 
+from toposched.devices import DeviceInventory
+from toposched.devices.koordinator import gpu_allocation, parse_device_allocated
+from toposched.devices.share import (
+    GPUAllocation,
+    NodeGPUState,
+    Refusal,
+    inventory_gpus,
+    koordlet_resources,
+    pod_gpu_request,
+)
+from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
 from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.placement import Placement
+from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, shares_gpu
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
 from toposched.topology import CPUSet
+from toposched.topology.model import DeviceKind
 from toposched.topology.nrt import NodeResourceTopology
 from toposched.workload import Pod
 
@@ -67,7 +83,12 @@ class NodeTruth:
             # Topology Manager only aligns what it still manages (memory, devices).
             config = dataclasses.replace(config, cpu_manager_policy="none", cpu_manager_options={})
         plugins = {r: list(devs) for r, devs in (node.device_plugins or {}).items()}
-        self.kubelet = KubeletNode(node.machine, config, device_plugins=plugins, name=node.name)
+        inventory = DeviceInventory.from_machine(node.machine)
+        self.gpus = NodeGPUState(inventory_gpus(inventory), node.gpu_model or "")
+        self._gpu_resources = {d.resource for d in inventory if d.kind == DeviceKind.GPU}
+        self._shares: dict[str, GPUAllocation] = {}
+        self.kubelet = KubeletNode(node.machine, config, device_plugins=plugins,
+                                   extended_resources=koordlet_resources(self.gpus.devices), name=node.name)
         self.pods: dict[str, RunningPod] = {}
         self._owner: dict[int, str] = {}  # exclusive CPU -> pod uid
         self._agent_memory: dict[int, int] = {}  # agent-managed: NUMA id -> bytes placed there
@@ -86,9 +107,17 @@ class NodeTruth:
         if not admission.admitted:
             return Outcome(False, admission.reason, admission.message)
         uid = pod.uid or pod.key
+        if shares_gpu(pod):
+            share = self._gpu_share(pod, placement)
+            if isinstance(share, str):
+                self.kubelet.release(uid)
+                return Outcome(False, "GPUShareError", share)
+            self.gpus = self.gpus.take(share)
+            self._shares[uid] = share
         if self.agent:
             cpus, numa, refusal = self._agent_share(pod, placement)
             if refusal:
+                self._release_share(uid)
                 self.kubelet.release(uid)
                 return Outcome(False, "AgentPlacementError", refusal)
         else:
@@ -108,6 +137,33 @@ class NodeTruth:
         self.pods[uid] = running
         self._version += 1
         return Outcome(True, running=running)
+
+    def _gpu_share(self, pod: Pod, placement: Placement | None) -> GPUAllocation | str:
+        """The GPUs a share pod gets: the scheduler's device-allocated choice, else the node's own best fit."""
+        whole = set()
+        for resource in self._gpu_resources:
+            if resource in self.kubelet.devices.resources:
+                whole |= self.kubelet.devices.in_use(resource)
+        source = f"pod {pod.key}"
+        annotation = placement.extra_annotations.get(DEVICE_ALLOCATED) if placement is not None else None
+        try:
+            if annotation is not None:
+                entries = parse_device_allocated(annotation, source=source).get("gpu", ())
+                allocation = gpu_allocation(entries, self.gpus, source=source)
+                if whole & set(allocation.devices):
+                    return f"GPUs {sorted(whole & set(allocation.devices))} are held whole by other pods"
+                self.gpus.take(allocation, source=source)  # refuses an over-committed share
+                return allocation
+            request = pod_gpu_request(pod)
+        except InputError as err:
+            return str(err)
+        chosen = self.gpus.choose(request, candidates=[d.id for d in self.gpus.devices if d.id not in whole])
+        return chosen.reason if isinstance(chosen, Refusal) else chosen
+
+    def _release_share(self, uid: str) -> None:
+        share = self._shares.pop(uid, None)
+        if share is not None:
+            self.gpus = self.gpus.release(share)
 
     def _agent_share(self, pod: Pod, placement: Placement | None) -> tuple[CPUSet, frozenset[int], str]:
         """The CPUs and NUMA nodes the agent gives a pod, or why it cannot."""
@@ -130,6 +186,7 @@ class NodeTruth:
         if running is None:
             return None
         self.kubelet.release(uid)
+        self._release_share(uid)
         for cpu in running.cpus:
             self._owner.pop(cpu, None)
         for n, amount in self._agent_pinned.pop(uid, {}).items():
