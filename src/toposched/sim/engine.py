@@ -45,6 +45,8 @@ class SimConfig:
     after a rejection (doubling per attempt). ``retry_interval``: how often waiting pods are
     retried at most. ``sample_interval``: spacing of the time series. ``horizon``: simulated
     seconds after which the run stops (None: when nothing is left to happen).
+    ``max_recreations``: how often a controller replaces one rejected pod before giving up (a
+    Job's ``backoffLimit``; None: forever, like a ReplicaSet).
     """
 
     report_interval: float = 60.0
@@ -54,12 +56,17 @@ class SimConfig:
     retry_interval: float = 10.0
     sample_interval: float = 60.0
     horizon: float | None = None
+    max_recreations: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("report_interval", "backoff", "max_backoff", "retry_interval", "sample_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise InputError(f"{value!r} must be a positive number of seconds", field=name, source="simulation config")
+        if self.max_recreations is not None and (isinstance(self.max_recreations, bool)
+                                                 or not isinstance(self.max_recreations, int) or self.max_recreations < 0):
+            raise InputError(f"{self.max_recreations!r} must be a non-negative integer", field="max_recreations",
+                             source="simulation config")
         if self.horizon is not None and not self.horizon > 0:
             raise InputError(f"{self.horizon!r} must be a positive number of seconds", field="horizon", source="simulation config")
 
@@ -76,7 +83,7 @@ class RunResult:
     scheduled: int = 0
     rejected: Counter = field(default_factory=Counter)  # reason -> pods the node refused
     recreated: int = 0
-    abandoned: int = 0  # rejected pods without an owner: they stay failed
+    abandoned: int = 0  # rejected pods nobody re-creates (no owner, or the controller gave up)
     finished: int = 0
     running_end: int = 0
     pending_end: int = 0
@@ -272,7 +279,8 @@ class _Run:
         return True
 
     def _recreate(self, instance: _Instance) -> None:
-        if instance.source.owner is None:
+        limit = self.config.max_recreations
+        if instance.source.owner is None or (limit is not None and instance.attempt >= limit):
             self.result.abandoned += 1
             return
         attempt = instance.attempt + 1

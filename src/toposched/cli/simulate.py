@@ -1,0 +1,118 @@
+"""``toposched simulate``: schedulers side by side on the same simulated cluster and workload."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from toposched.errors import InputError
+from toposched.sim.contenders import contender, contender_from_config
+from toposched.sim.report import write_report
+from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario
+
+__all__ = ["simulate", "summary_table"]
+
+DEFAULT_REPORT_DIR = Path("toposched-report")
+
+# Rows of the terminal table: (label, key in a scheduler's metrics, how to show it).
+_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("pods scheduled", "scheduled", "int"),
+    ("rejected at admission", "rejected_admission", "int"),
+    ("re-created", "recreated", "int"),
+    ("given up", "abandoned", "int"),
+    ("pending at the end", "pending_end", "int"),
+    ("aligned to fewest NUMA nodes", "aligned_fraction", "pct"),
+    ("mean NUMA distance (multi-NUMA pods)", "mean_numa_distance", "float"),
+    ("pods sharing a core with another pod", "smt_shared_pods", "int"),
+    ("decisions per second (wall)", "decisions_per_second", "int"),
+)
+
+
+def _cell(value: Any, kind: str) -> str:
+    if value is None:
+        return "—"
+    if kind == "pct":
+        return f"{100 * value:.1f}%"
+    if kind == "float":
+        return f"{value:.1f}"
+    return f"{int(round(value)):,}"
+
+
+def summary_table(metrics: dict[str, Any]) -> Table:
+    """The comparison a person reads first: one column per scheduler."""
+    names = list(metrics["schedulers"])
+    scenario = metrics["scenario"]
+    table = Table(title=f"{scenario['name']}: {scenario['pods']:,} pods on {scenario['nodes']:,} nodes")
+    table.add_column("")
+    for name in names:
+        table.add_column(name, justify="right")
+    for label, key, kind in _ROWS:
+        table.add_row(label, *(_cell(metrics["schedulers"][n].get(key), kind) for n in names))
+    reasons = sorted({r for n in names for r in metrics["schedulers"][n]["rejections"]})
+    for reason in reasons:
+        table.add_row(f"  {reason}", *(_cell(metrics["schedulers"][n]["rejections"].get(reason, 0), "int") for n in names))
+    return table
+
+
+def simulate(
+    scenario: Path | None = typer.Option(None, "--scenario", help="A scenario file (YAML); default: the bundled one."),
+    nodes: Path | None = typer.Option(None, "--nodes", help="Nodes instead of the scenario's: a cluster spec (YAML) "
+                                      "or a node list (CSV, e.g. openb_node_list_gpu_node.csv)."),
+    pods: Path | None = typer.Option(None, "--pods", help="Pods instead of the scenario's: the Alibaba GPU trace "
+                                     "(openb_pod_list_*.csv) or a workload file (YAML/CSV)."),
+    scheduler: list[str] = typer.Option([], "--scheduler", "-s", help="A built-in scheduler to compare "
+                                        "(toposched, default, nrt-match); repeatable. Default: the scenario's."),
+    config: list[Path] = typer.Option([], "--config", help="A KubeSchedulerConfiguration to compare too; repeatable."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the synthetic workload (default: the scenario's)."),
+    report_interval: float | None = typer.Option(None, "--report-interval", help="Seconds between node reports."),
+    report: Path = typer.Option(DEFAULT_REPORT_DIR, "--report", help="Folder for report.html and metrics.json."),
+    wall_clock: bool = typer.Option(True, "--wall-clock/--no-wall-clock", help="Measure the schedulers' own "
+                                    "time (decisions per second); without it metrics.json is byte-identical per seed."),
+) -> None:
+    """Compare schedulers on one simulated cluster and workload; write report.html and metrics.json."""
+    console = Console(stderr=True)
+    try:
+        loaded = _scenario(scenario, nodes, pods, seed, report_interval)
+        contenders = [contender(name) for name in scheduler] if scheduler else [contender(n) for n in loaded.schedulers]
+        contenders += [contender_from_config(path) for path in config]
+        with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as bar:
+            tasks = {c.name: bar.add_task(c.name, total=len(loaded.pods), start=False) for c in contenders}
+
+            def progress(name: str, done: int, total: int) -> None:
+                if not bar.tasks[tasks[name]].started:
+                    bar.start_task(tasks[name])
+                bar.update(tasks[name], completed=done)
+
+            metrics = run_scenario(loaded, contenders, timer=time.perf_counter if wall_clock else None, progress=progress)
+            for task in tasks.values():
+                bar.update(task, completed=len(loaded.pods))
+        report.mkdir(parents=True, exist_ok=True)
+        (report / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        page = write_report(metrics, report, source=str(report / "metrics.json"))
+    except InputError as err:
+        typer.echo(f"toposched simulate: {err}", err=True)
+        raise typer.Exit(1) from None
+    out = Console()
+    out.print(summary_table(metrics))
+    out.print(f"report: {page}\nmetrics: {report / 'metrics.json'}")
+
+
+def _scenario(path: Path | None, nodes: Path | None, pods: Path | None, seed: int | None,
+              report_interval: float | None) -> Scenario:
+    loaded = load_scenario(path, seed=seed)
+    if nodes is not None:
+        loaded = dataclasses.replace(loaded, nodes=tuple(load_nodes_file(nodes)), name=nodes.stem)
+    if pods is not None:
+        loaded = dataclasses.replace(loaded, pods=tuple(load_pods(pods)), name=f"{loaded.name}+{pods.stem}")
+    if report_interval is not None:
+        loaded = dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, report_interval=report_interval))
+    return loaded
