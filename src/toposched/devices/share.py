@@ -565,7 +565,8 @@ class NodeGPUState:
         """Whether nothing of GPU ``i`` is used."""
         return self.used_core[i] == 0 and self.used_memory[i] == 0
 
-    def _fits(self, i: int, request: GPURequest) -> bool:
+    def fits(self, i: int, request: GPURequest) -> bool:
+        """Whether GPU ``i`` can give the request its share (or, for a whole request, is unused)."""
         if request.whole:
             return self.is_free(i)
         return self.free_core(i) >= (request.core or 0) and self.free_memory(i) >= request.memory_on(self.devices[i].memory)
@@ -592,7 +593,7 @@ class NodeGPUState:
         ``host`` gives it the node's free CPU/memory and the pod's (default: plenty, none).
         """
         allowed = self._candidate_indices(candidates)
-        eligible = [i in allowed and self._fits(i, request) for i in range(len(self.devices))]
+        eligible = [i in allowed and self.fits(i, request) for i in range(len(self.devices))]
         fitting = sum(eligible)
         if fitting < request.count:
             if not allowed:

@@ -33,6 +33,7 @@ from toposched.workload import Pod
 __all__ = ["RunResult", "SimConfig", "Simulation"]
 
 _DEPART, _REPORT, _ARRIVE, _RETRY, _SAMPLE = range(5)
+MAX_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class SimConfig:
     discovery's default is 60 s); ``report_on_events`` also publishes a node's report right after
     a pod starts or ends there. ``backoff``/``max_backoff``: the controller's re-creation delay
     after a rejection (doubling per attempt). ``retry_interval``: how often waiting pods are
-    retried at most. ``sample_interval``: spacing of the time series. ``horizon``: simulated
+    retried at most. ``sample_interval``: spacing of the time series (stretched so a run keeps
+    at most about :data:`MAX_SAMPLES` points). ``horizon``: simulated
     seconds after which the run stops (None: when nothing is left to happen).
     ``max_recreations``: how often a controller replaces one rejected pod before giving up (a
     Job's ``backoffLimit``; None: forever, like a ReplicaSet).
@@ -145,6 +147,12 @@ class _Run:
         self.elapsed = 0.0
         self.pending_events = 0  # arrivals, departures and re-creations still in the queue
         self.delivered: dict[str, Any] = {}  # node -> the last report the scheduler was given
+        self.unreported: set[str] = set()  # nodes whose state changed since their last report
+        self.sample_interval = self.config.sample_interval
+        self.capacity: Counter = Counter()
+        for truth in self.truths.values():
+            self.capacity.update({k: v for k, v in truth.allocatable.items() if k != "pods"})
+        self.used: Counter = Counter()  # what running pods request, cluster-wide
 
     def push(self, time: float, kind: int, data: Any = None) -> None:
         self._seq += 1
@@ -157,6 +165,8 @@ class _Run:
         total = len(self.sim.pods)
         if self.reports:
             self.push(self.config.report_interval, _REPORT)
+        span = self.sim.pods[-1].arrival if self.sim.pods else 0.0
+        self.sample_interval = max(self.config.sample_interval, span / MAX_SAMPLES)
         self.push(0.0, _SAMPLE)
         horizon = self.config.horizon
         while self.events:
@@ -194,11 +204,12 @@ class _Run:
         elif kind == _DEPART:
             self._depart(data)
         elif kind == _REPORT:
-            self._publish(self.truths.values())
+            changed, self.unreported = self.unreported, set()
+            self._publish(self.truths[name] for name in sorted(changed))
             self.push(self.now + self.config.report_interval, _REPORT)
         elif kind == _SAMPLE:
             self._sample()
-            self.push(self.now + self.config.sample_interval, _SAMPLE)
+            self.push(self.now + self.sample_interval, _SAMPLE)
 
     def _enqueue(self, instance: _Instance) -> None:
         key = self.scheduler.shape(instance.pod)
@@ -212,6 +223,8 @@ class _Run:
             return
         truth = self.truths[instance.node]
         truth.release(uid)
+        self.used.subtract(instance.pod.effective_requests())
+        self.unreported.add(instance.node)
         self.scheduler.cluster.forget(instance.pod)
         self.result.finished += 1
         self.changed = True
@@ -268,6 +281,8 @@ class _Run:
             self._recreate(instance)
             return True
         self.scheduler.bound(pod, self.now)
+        self.used.update(pod.effective_requests())
+        self.unreported.add(decision.node)
         instance.node = decision.node
         self.running[pod.uid or pod.key] = instance
         self.result.scheduled += 1
@@ -293,14 +308,10 @@ class _Run:
     # ---- observation ---------------------------------------------------------------------------
 
     def _sample(self) -> None:
-        capacity: Counter = Counter()
-        used: Counter = Counter()
-        for truth in self.truths.values():
-            capacity.update(truth.allocatable)
-            used.update({k: v for k, v in truth.requested.items() if k != "pods"})
+        capacity, used = self.capacity, self.used
         self.result.samples.append({
             "time": self.now,
-            "allocated": {k: used.get(k, 0) / capacity[k] for k in sorted(capacity) if capacity[k] and k != "pods"},
+            "allocated": {k: used.get(k, 0) / capacity[k] for k in sorted(capacity) if capacity[k]},
             "running": len(self.running),
             "pending": sum(len(q) for q in self.waiting.values()),
             "rejected": sum(self.result.rejected.values()),

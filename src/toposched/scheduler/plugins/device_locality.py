@@ -100,7 +100,14 @@ class DeviceLocality:
         return choose_devices(node.inventory, request, free_devices(node, request), scope=scope)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
-        """The node's free devices admit a choice within the pod's required scope."""
+        """The node's free devices admit a choice within the pod's required scope.
+
+        Without a required scope there is nothing to check here: the device counts per node and
+        per NUMA node are NodeResourcesFit's and NUMAAlignment's.
+        """
+        scope = self._request(state, pod)[1]
+        if scope is None or not scope.required:
+            return Status.success()
         choice = self._choice(state, pod, node)
         if choice is None or choice.ok:
             return Status.success()
@@ -108,7 +115,8 @@ class DeviceLocality:
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """Every row at once for pods without devices; node by node (only stale rows) otherwise."""
-        if not self._request(state, pod)[0]:
+        request, scope = self._request(state, pod)
+        if not request or scope is None or not scope.required:
             return np.ones(len(rows), dtype=bool), ""
         ok = np.ones(len(rows), dtype=bool)
         reasons = [""] * len(rows)
@@ -127,15 +135,23 @@ class DeviceLocality:
         request = self._request(state, pod)[0]
         if not request:
             return out
+        scope = self._request(state, pod)[1]
         for i, row in enumerate(rows):
             node = table.cluster.nodes.get(table.names[row])
-            choice = self._choice(state, pod, node) if node is not None else None
-            if choice is None or not choice.ok:
+            if node is None or node.inventory is None or node.model is None:
                 continue
             total = sum(len(node.inventory.of_resource(r)) for r in request)
+            if not total:
+                continue
+            level = LEVEL_PCIE
+            if scope is not None or len(request) > 1:  # locality only matters for a scope or devices together
+                choice = self._choice(state, pod, node)
+                if choice is None or not choice.ok:
+                    continue
+                level = choice.level or LEVEL_PCIE
             free = sum(len(ids) for ids in free_devices(node, request).values())
-            used_after = (total - free + sum(request.values())) / total if total else 0.0
-            out[i] = (_LEVEL_SCORE[choice.level or LEVEL_PCIE] + round(MAX_NODE_SCORE * used_after)) // 2
+            used_after = min(1.0, (total - free + sum(request.values())) / total)
+            out[i] = (_LEVEL_SCORE[level] + round(MAX_NODE_SCORE * used_after)) // 2
         return out
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:

@@ -62,14 +62,29 @@ def shares_gpu(pod: Pod) -> bool:
 
 
 def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -> NodeGPUState:
-    """The node's GPUs with every share the ledger holds there taken."""
+    """The node's GPUs with every share the ledger holds there taken.
+
+    Remembered per node until the set of shares there changes (a reserve or a pod leaving).
+    """
+    held = tuple((uid, id(e.extras[GPUShare.name])) for uid, e in node.pods.items() if GPUShare.name in e.extras)
+    key = (id(node.inventory), default_memory, node.spec.labels.get("toposched.io/gpu-model", ""), held)
+    known = _STATES.get(id(node))
+    if known is not None and known[0] == key and known[1] is node:
+        return known[2]
     gpus = inventory_gpus(node.inventory, default_memory=default_memory) if node.inventory is not None else ()
-    state = NodeGPUState(gpus, node.spec.labels.get("toposched.io/gpu-model", ""))
+    state = NodeGPUState(gpus, key[2])
     for entry in node.pods.values():
         allocation = entry.extras.get(GPUShare.name)
         if allocation is not None:
             state = state.take(allocation, source=f"pod {entry.pod.key}")
+    if len(_STATES) > 65536:
+        _STATES.clear()
+    _STATES[id(node)] = (key, node, state)
     return state
+
+
+# id(node record) -> (what the state was computed from, the record, the state)
+_STATES: dict[int, tuple[tuple, NodeRecord, NodeGPUState]] = {}
 
 
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
@@ -147,12 +162,15 @@ class GPUShare:
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Some GPU (or ``count`` of them) of the node has the share free."""
-        if self._request(state, pod) is None:
+        request = self._request(state, pod)
+        if request is None:
             return Status.success()
-        choice, _ = self._choose(state, pod, node)
-        if isinstance(choice, Refusal):
-            return Status.unschedulable(choice.reason, plugin=self.name)
-        return Status.success()
+        gpus = node_gpu_state(node, self.default_memory)
+        busy = _kubelet_gpus(node)
+        if sum(1 for i, d in enumerate(gpus.devices) if d.id not in busy and gpus.fits(i, request)) >= request.count:
+            return Status.success()
+        choice, _ = self._choose(state, pod, node)  # for the reason
+        return Status.unschedulable(choice.reason if isinstance(choice, Refusal) else "no GPU fits", plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """All rows at once for pods without shares; node by node (stale rows only) otherwise."""
