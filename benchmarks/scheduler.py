@@ -10,6 +10,12 @@ Burstable; 10% BestEffort. Every pod is scheduled with no sampling of nodes.
 
 ``--scaling`` also times 1,000 and 10,000 nodes on the same pods and prints the ratio of
 per-pod time (cost should grow at most linearly: ratio <= 10).
+
+``--gpu`` adds the GPU variant (issue 5): the same cluster with 1,000 of its nodes replaced by
+GPU servers (the simulator's ``gpu-8x`` profile: 2 NUMA nodes, 8 GPUs and 4 RDMA HCAs under 4
+PCIe switches, restricted policy at pod scope) and ~30% GPU pods: whole GPUs (1, 2, 4, 8) with
+HCAs under a preferred PCIe scope, and shares of one GPU (``koordinator.sh/gpu-core``). Its
+figures go into the same JSON under ``gpu_*`` keys.
 """
 
 from __future__ import annotations
@@ -76,8 +82,44 @@ def make_pods(count: int, seed: int) -> list[Pod]:
     return pods
 
 
-def run(n_nodes: int, numa: int, pods: list[Pod]) -> dict[str, float]:
+def add_gpu_nodes(cluster: Cluster, count: int) -> None:
+    """Replace the first ``count`` nodes by GPU servers of the simulator's ``gpu-8x`` profile."""
+    from toposched.sim.hardware import load_profile as hardware_profile
+
+    gpu = hardware_profile("gpu-8x")
+    names = sorted(cluster.nodes)[:count]
+    for name in names:
+        cluster.remove_node(name)
+        cluster.set_node(NodeSpec(name), machine=gpu.machine, kubelet_config=gpu.kubelet,
+                         device_plugins={r: list(d) for r, d in (gpu.device_plugins or {}).items()})
+
+
+def make_gpu_pods(pods: list[Pod], seed: int, share: float = 0.3) -> list[Pod]:
+    """``pods`` with about ``share`` of them replaced by GPU pods (whole GPUs with HCAs, or a GPU share)."""
+    rnd = random.Random(seed + 1)
+    out = []
+    for pod in pods:
+        if rnd.random() >= share:
+            out.append(pod)
+            continue
+        if rnd.random() < 0.5:
+            gpus = rnd.choices([1, 2, 4, 8], [40, 30, 20, 10])[0]
+            limits = {"cpu": 12000 * gpus, "memory": 64 * GI * gpus, "nvidia.com/gpu": gpus, "rdma/hca": max(1, gpus // 2)}
+            annotations = {"toposched.io/device-scope": "pcie:preferred"}
+            containers = (Container("train", limits=limits),)
+        else:
+            percent = rnd.choice([10, 20, 25, 50])
+            limits = {"koordinator.sh/gpu-core": percent, "koordinator.sh/gpu-memory-ratio": percent}
+            containers = (Container("infer", requests={"cpu": 2000, "memory": 8 * GI}, limits=limits),)
+            annotations = {}
+        out.append(Pod(pod.name, uid=pod.uid, containers=containers, annotations=annotations))
+    return out
+
+
+def run(n_nodes: int, numa: int, pods: list[Pod], gpu_nodes: int = 0) -> dict[str, float]:
     cluster, build_s = build_cluster(n_nodes, numa)
+    if gpu_nodes:
+        add_gpu_nodes(cluster, gpu_nodes)
     scheduler = Scheduler(cluster, load_profile("toposched"))  # the built-in profile users run
     scheduler.table.refresh()
     latencies, scheduled = [], 0
@@ -110,6 +152,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scaling", action="store_true", help="also time 1,000 vs 10,000 nodes")
+    parser.add_argument("--gpu", action="store_true", help="also run the GPU variant (1,000 GPU nodes, ~30%% GPU pods)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     pods = make_pods(args.pods, args.seed)
@@ -125,6 +168,14 @@ def main() -> int:
         figures["scaling_ratio_10000_vs_1000"] = ratio
         print(f"time for {len(sample)} pods: 1,000 nodes {small['seconds']:.2f} s, 10,000 nodes {large['seconds']:.2f} s, "
               f"ratio {ratio:.2f} (target <= 10)", flush=True)
+    if args.gpu:
+        gpu_nodes = min(1000, args.nodes)
+        gpu = run(args.nodes, args.numa, make_gpu_pods(pods, args.seed), gpu_nodes=gpu_nodes)
+        figures.update({f"gpu_{k}": v for k, v in gpu.items() if k not in ("nodes", "pods")})
+        figures["gpu_nodes"] = gpu_nodes
+        print(f"GPU variant, {gpu_nodes} of {args.nodes} nodes with 8 GPUs + 4 HCAs, ~30% GPU pods: "
+              f"{gpu['pods_per_second']:.0f} pods/s, p50 {gpu['p50_ms']:.2f} ms, p99 {gpu['p99_ms']:.2f} ms, "
+              f"scheduled {gpu['scheduled']}", flush=True)
     figures["peak_rss_mib"] = peak_rss_mib()
     print(f"peak RSS {figures['peak_rss_mib']:.0f} MiB", flush=True)
     write_json(args.json_out, figures)
