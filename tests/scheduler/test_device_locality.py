@@ -136,3 +136,18 @@ def test_pods_without_devices_are_not_affected(scope):
     decision = sched.schedule(device_pod("p", scope, cpu=2000), 0.0)
     assert decision.node == "n0"
     assert not decision.placement.devices()
+
+
+def test_explain_lists_the_devices_each_node_would_give_and_why_one_refuses():
+    sched = scheduler_for(synthetic_machine(), nodes=1)
+    lassen = hwloc_machine("coral-lassen")
+    sched.cluster.set_node(NodeSpec("lassen"), machine=lassen, kubelet_config=CONFIG)
+    result = sched.explain(device_pod("p", "pcie:required", nvidia_com__gpu=1, rdma__hca=1))
+    by_name = {n["name"]: n for n in result["nodes"]}
+    assert by_name["lassen"]["filter"]["message"].startswith("no 1 nvidia.com/gpu")
+    assert "not pcie as required" in by_name["n0"]["refused"]  # passes the filter, refused at Reserve
+    relaxed = sched.explain(device_pod("q", "numa:required", nvidia_com__gpu=1, rdma__hca=1))
+    devices = {n["name"]: n.get("devices") for n in relaxed["nodes"]}
+    assert set(devices["lassen"]) == {"nvidia.com/gpu", "rdma/hca"}
+    assert relaxed["selected"] in devices
+    assert all(not node.pods for node in sched.cluster.nodes.values())  # explain leaves nothing behind

@@ -54,7 +54,12 @@ def _table(result: dict) -> None:
         style = "green" if code == "Success" else "red"
         plugins = ", ".join(f"{k}={v}" for k, v in node["plugins"].items())
         score = "" if node["score"] is None else str(node["score"])
-        table.add_row(node["name"], f"[{style}]{code}[/]", node["filter"]["message"], score, plugins)
+        why = node["filter"]["message"]
+        if node.get("refused"):
+            why = f"at Reserve: {node['refused']}"
+        elif node.get("devices"):
+            why = "would take " + "; ".join(f"{r}: {', '.join(ids)}" for r, ids in node["devices"].items())
+        table.add_row(node["name"], f"[{style}]{code}[/]", why, score, plugins)
     console.print(table)
     if result["selected"]:
         console.print(f"selected: [bold]{result['selected']}[/]")

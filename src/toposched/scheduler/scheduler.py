@@ -264,6 +264,18 @@ class Scheduler:
                 return verdict.message
         return None
 
+    def _trial_devices(self, pod: Pod, node: str) -> tuple[dict[str, list[str]] | None, str | None]:
+        """The devices ``pod`` would get on ``node`` (reserved on trial and given back), or why it would not."""
+        state, status = self._state(pod)
+        if not status.is_success:
+            return None, status.message
+        refused = self._reserve(state, pod, node, 0.0)
+        if refused is not None:
+            return None, refused
+        placement = self.cluster.nodes[node].pods[pod.uid or pod.key].placement
+        self.unreserve(pod)
+        return ({r: sorted(ids) for r, ids in sorted(placement.devices().items())} if placement else {}), None
+
     def binding(self, decision: Decision, pod: Pod) -> list[dict[str, Any]]:
         """PreBind then Bind for a decision: the API requests an adapter must send, in order.
 
@@ -301,7 +313,9 @@ class Scheduler:
 
         Returns ``{"pod", "nodes": [{"name", "filter": {"code", "message"}, "score",
         "plugins": {name: raw score}}], "selected", "placement"}``; the node and placement are
-        what :meth:`schedule` would choose (computed on trial and given back).
+        what :meth:`schedule` would choose (computed on trial and given back). For a pod asking
+        for devices, every node that passes the filters also gets ``"devices"`` (resource to the
+        device IDs it would take there) or, when its exact placement refuses, ``"refused"``.
         """
         state, status = self._state(pod)
         self.table.refresh()
@@ -333,6 +347,9 @@ class Scheduler:
                 for (_, entry), raw in zip(feasible_rows, scores):
                     entry["plugins"][plugin.name] = int(raw)
                     entry["score"] = (entry["score"] or 0) + weight * int(raw)
+        if any("/" in r for c in pod.all_containers for r in c.limits_or_requests):
+            for _, entry in feasible_rows:
+                entry["devices"], entry["refused"] = self._trial_devices(pod, entry["name"])
         decision = self.schedule(pod, now=0.0)
         if decision.node is not None:
             self.unreserve(pod)
