@@ -4,6 +4,9 @@
   BalancedAllocation); it sees Node objects only. The node's kubelet rejects what it cannot align.
 * ``nrt-match``: scheduler-plugins' NodeResourceTopologyMatch semantics; it sees Node objects and
   the NodeResourceTopology reports as published, so its view lags by up to one report interval.
+* ``nrt-match-overreserve``: the same with scheduler-plugins' overreserve NRT cache
+  (``cacheResyncPeriodSeconds: 5``, toposched/data/sim/nrt-match-overreserve.yaml); it sees what
+  ``nrt-match`` sees.
 * ``toposched``: our profile; its cluster knows each node's hardware and kubelet configuration
   (what the toposched agent publishes) and the reports, and keeps the ledger of its placements.
 * any KubeSchedulerConfiguration file: a profile that predicts exact placement is given what
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from toposched.errors import InputError
@@ -24,7 +28,7 @@ from toposched.sim.truth import NodeTruth
 
 __all__ = ["BUILTIN_CONTENDERS", "Contender", "contender", "contender_from_config"]
 
-BUILTIN_CONTENDERS = ("default", "nrt-match", "toposched")
+BUILTIN_CONTENDERS = ("default", "nrt-match", "nrt-match-overreserve", "toposched")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,9 @@ def contender(name: str) -> Contender:
         return Contender("default", "default")
     if name == "nrt-match":
         return Contender("nrt-match", "nrt-match", reads_reports=True)
+    if name == "nrt-match-overreserve":
+        config = Path(str(resources.files("toposched") / "data" / "sim" / "nrt-match-overreserve.yaml"))
+        return Contender(name, name, config, reads_reports=True)
     if name == "toposched":
         return Contender("toposched", "toposched", knows_hardware=True, reads_reports=True)
     raise InputError(f"unknown scheduler {name!r}; built in: {', '.join(BUILTIN_CONTENDERS)} "
