@@ -11,16 +11,23 @@
   (what the toposched agent publishes) and the reports, and keeps the ledger of its placements.
 * any KubeSchedulerConfiguration file: a profile that predicts exact placement is given what
   ``toposched`` is given; any other sees Node objects and reports, like ``nrt-match``.
+
+A contender's ``plugin_args`` re-creates the named plugins of its profile with those args (in
+place of the profile's own), e.g. ``{"GPUShare": {"policy": "FGD"}}``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from toposched.errors import InputError
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.framework import Profile, registry
 from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT
 from toposched.scheduler.profile_setup import load_profile
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
@@ -40,10 +47,11 @@ class Contender:
     config: Path | None = None
     knows_hardware: bool = False  # its cluster gets each node's machine and kubelet configuration
     reads_reports: bool = False  # NodeResourceTopology reports reach it
+    plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)  # plugin -> its args
 
     def build(self, nodes: list[SimNode], truths: dict[str, NodeTruth], now: float = 0.0) -> Scheduler:
         """A fresh scheduler with its own cluster view of ``nodes`` at time ``now``."""
-        profile = load_profile(self.profile, self.config)
+        profile = _with_args(load_profile(self.profile, self.config), self.plugin_args)
         knows_hardware = self.knows_hardware or (self.config is not None and profile.exact)
         reads_reports = self.reads_reports or self.config is not None
         cluster = Cluster()
@@ -65,6 +73,27 @@ class Contender:
     def wants_reports(self) -> bool:
         """Whether node reports must be delivered to this contender."""
         return self.reads_reports or self.config is not None
+
+
+def _with_args(profile: Profile, plugin_args: Mapping[str, Mapping[str, Any]]) -> Profile:
+    """``profile`` with each named plugin re-created from its ``plugin_args`` at every point it sits."""
+    for name, args in plugin_args.items():
+        old = next((p for p in (*profile.filters, *(p for p, _ in profile.scores), *profile.reserves,
+                                *profile.pre_filters) if p.name == name), None)
+        if old is None:
+            raise InputError(f"the profile has no plugin {name!r} to give args to", field=f"plugin_args.{name}",
+                             source=f"profile {profile.name}")
+        new = registry.create(name, args)
+
+        def swap(item: Any, old: Any = old, new: Any = new) -> Any:
+            if isinstance(item, tuple):  # (plugin, weight) of the score list
+                return (new, item[1]) if item[0] is old else item
+            return new if item is old else item
+
+        for f in dataclasses.fields(profile):
+            value = getattr(profile, f.name)
+            setattr(profile, f.name, [swap(v) for v in value] if isinstance(value, list) else swap(value))
+    return profile
 
 
 def contender_from_config(config: str | Path, profile: str | None = None) -> Contender:
