@@ -429,6 +429,13 @@ class NRTCache:
 
     # ---- the pods informer --------------------------------------------------------------------
 
+    def add_profile_name(self, name: str) -> None:
+        """From now on pods whose ``scheduler_name`` is ``name`` are this scheduler's own, not foreign.
+
+        Nodes already marked for such pods stay marked until their next flush.
+        """
+        self.profile_names = self.profile_names | {name}
+
     def track_pod_on_node(self, node_name: str, pod: Pod, *, phase: str = "Running") -> None:
         """The pod informer saw ``pod`` bound to ``node_name`` (added or updated) in ``phase``.
 

@@ -8,6 +8,12 @@ first node that takes the pod is the decision; a node that refuses is counted wi
 
 Nothing here binds: the caller (simulator, extender, standalone scheduler) performs the
 :class:`Decision` and then calls :meth:`Scheduler.bound` or :meth:`Scheduler.unreserve`.
+
+Beyond the framework's extension points, a plugin may have ``attach(cluster, profile_name)``
+(called once, when the scheduler is built), ``advance(now) -> node names`` (called at the start
+of every cycle with the cycle's time; the nodes it returns are re-evaluated, as their answers
+changed without a cluster change) and ``post_bind(state, pod, node)`` (PostBind, from
+:meth:`Scheduler.bound`). NodeResourceTopologyMatch's NRT cache uses all three.
 """
 
 from __future__ import annotations
@@ -77,6 +83,14 @@ class Scheduler:
         self._reasons: list[str] = []
         self._reason_ids: dict[str, int] = {}
         plugins = list(self.profile.filters) + [p for p, _ in self.profile.scores]
+        members = _distinct(list(self.profile.pre_filters) + plugins + list(self.profile.reserves)
+                            + list(self.profile.pre_binds))
+        for plugin in members:
+            attach = getattr(plugin, "attach", None)
+            if attach is not None:
+                attach(cluster, profile.name)
+        self._clocks = [p.advance for p in members if getattr(p, "advance", None) is not None]
+        self._post_binds = [p for p in members if getattr(p, "post_bind", None) is not None]
         self._exact = self.profile.exact
         self._confirms = [(p.name, p.confirm) for p in plugins if getattr(p, "confirm", None) is not None]
         # Per-row results may be cached only when each row's verdict and score depend on that row
@@ -115,6 +129,9 @@ class Scheduler:
         A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; the
         cluster is unchanged and other pods keep being scheduled.
         """
+        for advance in self._clocks:
+            for name in advance(now):
+                self.table.mark_dirty(name)
         key = self.shape(pod)
         state, status = self._state(pod, key)
         self.table.refresh()
@@ -257,9 +274,13 @@ class Scheduler:
             if not verdict.is_success:
                 self.cluster.forget(pod)
                 return verdict.message
-        for plugin in self.profile.reserves:
+        for i, plugin in enumerate(self.profile.reserves):
             verdict = plugin.reserve(state, pod, record)
             if not verdict.is_success:
+                for done in reversed(self.profile.reserves[:i]):  # as upstream, give back what the others reserved
+                    unreserve = getattr(done, "unreserve", None)
+                    if unreserve is not None:
+                        unreserve(state, pod, record)
                 self.cluster.forget(pod)
                 return verdict.message
         return None
@@ -294,8 +315,13 @@ class Scheduler:
         return self.profile.binder.bind(state, pod, record, decision.placement)
 
     def bound(self, pod: Pod, now: float) -> None:
-        """The binding went through: the placement stays, and reports may now reflect it."""
+        """The binding went through: the placement stays, reports may now reflect it, PostBind runs."""
         self.cluster.confirm(pod, now)
+        node = self.cluster.pod_node.get(pod.uid or pod.key)
+        if node is not None and self._post_binds:
+            state = CycleState(cluster=self.cluster)
+            for plugin in self._post_binds:
+                plugin.post_bind(state, pod, self.cluster.nodes[node])
 
     def unreserve(self, pod: Pod) -> None:
         """The binding failed or was abandoned: Unreserve plugins run, and the placement is given back exactly."""
@@ -360,6 +386,14 @@ class Scheduler:
             "placement": decision.placement.to_dict() if decision.placement else None,
             "message": decision.message,
         }
+
+
+def _distinct(plugins: list[Any]) -> list[Any]:
+    """Each plugin instance once, in first-seen order (one instance may serve several points)."""
+    seen: dict[int, Any] = {}
+    for plugin in plugins:
+        seen.setdefault(id(plugin), plugin)
+    return list(seen.values())
 
 
 def _row_local(plugin: Any, vector_method: str) -> bool:
