@@ -15,6 +15,7 @@ from rich.table import Table
 
 from toposched.errors import InputError
 from toposched.sim.contenders import contender, contender_from_config
+from toposched.sim.fgd_experiment import DEFAULT_FGD_SCHEDULERS, FGD_SEED, fgd_contender, fgd_summary, run_fgd_experiment
 from toposched.sim.report import write_report
 from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario
 
@@ -76,12 +77,20 @@ def simulate(
     report: Path = typer.Option(DEFAULT_REPORT_DIR, "--report", help="Folder for report.html and metrics.json."),
     wall_clock: bool = typer.Option(True, "--wall-clock/--no-wall-clock", help="Measure the schedulers' own "
                                     "time (decisions per second); without it metrics.json is byte-identical per seed."),
+    fgd: bool = typer.Option(False, "--fgd", help="Run the FGD paper's experiment instead (docs/sim/fgd.md): pods "
+                             "arrive in order and never leave until they ask for 130% of the GPUs; GPU allocation "
+                             "rate by arrived load. Schedulers: toposched-fgd, toposched-bestfit, toposched-dotprod, "
+                             "toposched-gpupacking, toposched-gpuclustering, toposched-random, default."),
 ) -> None:
     """Compare schedulers on one simulated cluster and workload; write report.html and metrics.json."""
     console = Console(stderr=True)
     try:
         loaded = _scenario(scenario, nodes, pods, seed, report_interval)
-        contenders = [contender(name) for name in scheduler] if scheduler else [contender(n) for n in loaded.schedulers]
+        fgd_seed = seed if seed is not None else FGD_SEED
+        if fgd:
+            contenders = [fgd_contender(name, seed=fgd_seed) for name in scheduler or DEFAULT_FGD_SCHEDULERS]
+        else:
+            contenders = [contender(name) for name in scheduler or loaded.schedulers]
         contenders += [contender_from_config(path) for path in config]
         with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as bar:
@@ -90,11 +99,16 @@ def simulate(
             def progress(name: str, done: int, total: int) -> None:
                 if not bar.tasks[tasks[name]].started:
                     bar.start_task(tasks[name])
-                bar.update(tasks[name], completed=done)
+                bar.update(tasks[name], completed=done, total=total)
 
-            metrics = run_scenario(loaded, contenders, timer=time.perf_counter if wall_clock else None, progress=progress)
+            timer = time.perf_counter if wall_clock else None
+            if fgd:
+                metrics = run_fgd_experiment(loaded.nodes, loaded.pods, contenders, seed=fgd_seed, name=loaded.name,
+                                             timer=timer, progress=progress)
+            else:
+                metrics = run_scenario(loaded, contenders, timer=timer, progress=progress)
             for task in tasks.values():
-                bar.update(task, completed=len(loaded.pods))
+                bar.update(task, completed=bar.tasks[task].total)
         report.mkdir(parents=True, exist_ok=True)
         (report / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         page = write_report(metrics, report, source=str(report / "metrics.json"))
@@ -103,6 +117,8 @@ def simulate(
         raise typer.Exit(1) from None
     out = Console()
     out.print(summary_table(metrics))
+    if fgd:
+        out.print("\n".join(fgd_summary(metrics)), highlight=False)
     out.print(f"report: {page}\nmetrics: {report / 'metrics.json'}")
 
 
