@@ -254,4 +254,4 @@ def test_openb_default_trace_fgd_allocates_at_least_as_much_as_bestfit(tmp_path)
     _check_document(metrics)
     rates = {name: values["gpu_allocation_rate"] for name, values in metrics["schedulers"].items()}
     assert rates["toposched-fgd"]["100"] >= rates["toposched-bestfit"]["100"]
-    assert fgd_summary(metrics)[-1].startswith("toposched (FGD) at 100% arrived load")
+    assert fgd_summary(metrics)[-2].startswith("toposched (FGD) at 100% arrived load: ")

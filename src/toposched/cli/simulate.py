@@ -72,7 +72,8 @@ def simulate(
     scheduler: list[str] = typer.Option([], "--scheduler", "-s", help="A built-in scheduler to compare "
                                         "(toposched, default, nrt-match); repeatable. Default: the scenario's."),
     config: list[Path] = typer.Option([], "--config", help="A KubeSchedulerConfiguration to compare too; repeatable."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the synthetic workload (default: the scenario's)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the synthetic workload (default: the scenario's); "
+                                   "with --fgd also of the cloned pods and the Random policy (default 42)."),
     report_interval: float | None = typer.Option(None, "--report-interval", help="Seconds between node reports."),
     report: Path = typer.Option(DEFAULT_REPORT_DIR, "--report", help="Folder for report.html and metrics.json."),
     wall_clock: bool = typer.Option(True, "--wall-clock/--no-wall-clock", help="Measure the schedulers' own "

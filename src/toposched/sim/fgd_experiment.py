@@ -172,27 +172,27 @@ def fgd_arrivals(pods: Sequence[SimPod], capacity_milli: int, *, max_load: int =
 def fgd_summary(metrics: dict[str, Any]) -> list[str]:
     """The experiment in a few lines of text: each scheduler's allocation rate at 100 % and at the
     highest arrived load, its unallocated GPUs there and its run time; then toposched-fgd's rate
-    at 100 % next to the paper's published FGD and BestFit rates on the openb default trace."""
+    at 100 % above the paper's published FGD and BestFit rates on the openb default trace."""
     scenario = metrics["scenario"]
     top = str(scenario["max_load"])
     recorded = next(iter(metrics["schedulers"].values()))["gpu_allocation_rate"]
     loads = [load for load in dict.fromkeys(("100", top)) if load in recorded]
     width = max(len(n) for n in metrics["schedulers"])
-    lines = [f"GPU allocation rate by arrived load ({scenario['pods']:,} pods, {scenario['cloned_pods']:,} of them "
-             f"cloned, on {scenario['nodes']:,} nodes with {scenario['gpus']:,} GPUs):",
-             f"  {'scheduler':<{width}}" + "".join(f"{load + '%':>10}" for load in loads)
-             + f"{'unallocated GPUs at ' + loads[-1] + '%':>30}{'run':>10}"]
+    lines = [f"GPU allocation rate by arrived load: {scenario['pods']:,} pods ({scenario['cloned_pods']:,} cloned), "
+             f"{scenario['nodes']:,} nodes, {scenario['gpus']:,} GPUs",
+             f"  {'scheduler':<{width}}" + "".join(f"{load + '%':>9}" for load in loads)
+             + f"{'unallocated at ' + loads[-1] + '%':>22}{'run':>8}"]
     for name, values in metrics["schedulers"].items():
         rates = values["gpu_allocation_rate"]
         seconds = values.get("wall_seconds")
-        lines.append(f"  {name:<{width}}" + "".join(f"{100 * rates[load]:>9.2f}%" for load in loads)
-                     + f"{values['unallocated_gpus'][loads[-1]]:>30,.1f}"
-                     + (f"{seconds:>9.1f}s" if seconds is not None else f"{'-':>10}"))
+        lines.append(f"  {name:<{width}}" + "".join(f"{100 * rates[load]:>8.2f}%" for load in loads)
+                     + f"{values['unallocated_gpus'][loads[-1]]:>17,.1f} GPUs"
+                     + (f"{seconds:>7.1f}s" if seconds is not None else f"{'-':>8}"))
     fgd = metrics["schedulers"].get("toposched-fgd")
     if fgd is not None and "100" in fgd["gpu_allocation_rate"]:
-        lines.append(f"toposched (FGD) at 100% arrived load: {100 * fgd['gpu_allocation_rate']['100']:.2f}% of GPUs "
-                     f"allocated; the paper on openb_pod_list_default.csv: FGD {100 * PAPER_RATES['FGD']:.2f}%, "
-                     f"BestFit {100 * PAPER_RATES['BestFit']:.2f}%.")
+        lines.append(f"toposched (FGD) at 100% arrived load: {100 * fgd['gpu_allocation_rate']['100']:.2f}% of the GPUs")
+        lines.append(f"the FGD paper on openb_pod_list_default.csv: FGD {100 * PAPER_RATES['FGD']:.2f}%, "
+                     f"BestFit {100 * PAPER_RATES['BestFit']:.2f}%")
     return lines
 
 
@@ -231,8 +231,7 @@ def run_fgd_experiment(
                          source="fgd experiment")
     contenders = list(contenders) if contenders is not None else [fgd_contender(n, seed=seed)
                                                                    for n in DEFAULT_FGD_SCHEDULERS]
-    truths = {n.name: NodeTruth(n) for n in nodes}
-    capacity = _MILLI * sum(len(t.gpus.devices) for t in truths.values())
+    capacity = _MILLI * sum(len(NodeTruth(n).gpus.devices) for n in nodes)
     arrivals, clones = fgd_arrivals(pods, capacity, max_load=max_load, seed=seed, shuffle=shuffle)
     milli = [_task(p).total_milli for p in arrivals]
     target = [_task(p) for p in pods]
@@ -244,12 +243,10 @@ def run_fgd_experiment(
         },
         "schedulers": {},
     }
-    for index, c in enumerate(contenders):
-        if index:
-            truths = {n.name: NodeTruth(n) for n in nodes}
+    for c in contenders:
         report = (lambda done, total, label=c.name: progress(label, done, total)) if progress else None
-        run = _Run(c, nodes, truths, capacity, _steps(max_load, step), timer)
-        run.scheduler_target(target, coverage)
+        run = _Run(c, nodes, capacity, _steps(max_load, step), timer)
+        run.set_target_workload(target, coverage)
         out["schedulers"][c.name] = run.execute(arrivals, milli, report)
     return out
 
@@ -257,21 +254,21 @@ def run_fgd_experiment(
 class _Run:
     """One contender through the arrivals."""
 
-    def __init__(self, contender: Contender, nodes: Sequence[SimNode], truths: dict[str, NodeTruth], capacity: int,
-                 steps: list[int], timer: Callable[[], float] | None) -> None:
+    def __init__(self, contender: Contender, nodes: Sequence[SimNode], capacity: int, steps: list[int],
+                 timer: Callable[[], float] | None) -> None:
+        self.started = timer() if timer is not None else 0.0
         self.contender = contender
-        self.truths = truths
+        self.truths = truths = {n.name: NodeTruth(n) for n in nodes}
         self.capacity = capacity
         self.steps = steps
         self.timer = timer
-        self.started = timer() if timer is not None else 0.0
         self.scheduler: Scheduler = contender.build(list(nodes), truths, 0.0)
         self.result = RunResult(contender.name, len(nodes))
         self.rates: dict[str, float] = {}
         self.unallocated: dict[str, float] = {}
         self.allocated = 0
 
-    def scheduler_target(self, tasks: list[Task], coverage: float) -> None:
+    def set_target_workload(self, tasks: list[Task], coverage: float) -> None:
         """Give every GPUShare of the profile that packs by FGD its target workload."""
         plugins = {id(p): p for p in (*self.scheduler.profile.filters, *(p for p, _ in self.scheduler.profile.scores))}
         for plugin in plugins.values():
