@@ -70,7 +70,7 @@ def simulate(
     pods: Path | None = typer.Option(None, "--pods", help="Pods instead of the scenario's: the Alibaba GPU trace "
                                      "(openb_pod_list_*.csv) or a workload file (YAML/CSV)."),
     scheduler: list[str] = typer.Option([], "--scheduler", "-s", help="A built-in scheduler to compare "
-                                        "(toposched, default, nrt-match); repeatable. Default: the scenario's."),
+                                        "(toposched, default, nrt-match, nrt-match-overreserve); repeatable. Default: the scenario's."),
     config: list[Path] = typer.Option([], "--config", help="A KubeSchedulerConfiguration to compare too; repeatable."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the synthetic workload (default: the scenario's); "
                                    "with --fgd also of the cloned pods and the Random policy (default 42)."),
