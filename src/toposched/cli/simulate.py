@@ -15,7 +15,13 @@ from rich.table import Table
 
 from toposched.errors import InputError
 from toposched.sim.contenders import contender, contender_from_config
-from toposched.sim.fgd_experiment import DEFAULT_FGD_SCHEDULERS, FGD_SEED, fgd_contender, fgd_summary, run_fgd_experiment
+from toposched.sim.fgd_experiment import (
+    DEFAULT_FGD_SCHEDULERS,
+    FGD_SEED,
+    fgd_contender,
+    fgd_summary,
+    run_fgd_experiment,
+)
 from toposched.sim.report import write_report
 from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario
 
@@ -59,7 +65,8 @@ def summary_table(metrics: dict[str, Any]) -> Table:
         table.add_row(label, *(_cell(metrics["schedulers"][n].get(key), kind) for n in names))
     reasons = sorted({r for n in names for r in metrics["schedulers"][n]["rejections"]})
     for reason in reasons:
-        table.add_row(f"  {reason}", *(_cell(metrics["schedulers"][n]["rejections"].get(reason, 0), "int") for n in names))
+        counts = (metrics["schedulers"][n]["rejections"].get(reason, 0) for n in names)
+        table.add_row(f"  {reason}", *(_cell(count, "int") for count in counts))
     return table
 
 
@@ -70,7 +77,8 @@ def simulate(
     pods: Path | None = typer.Option(None, "--pods", help="Pods instead of the scenario's: the Alibaba GPU trace "
                                      "(openb_pod_list_*.csv) or a workload file (YAML/CSV)."),
     scheduler: list[str] = typer.Option([], "--scheduler", "-s", help="A built-in scheduler to compare "
-                                        "(toposched, default, nrt-match, nrt-match-overreserve); repeatable. Default: the scenario's."),
+                                        "(toposched, default, nrt-match, nrt-match-overreserve); repeatable. "
+                                        "Default: the scenario's."),
     config: list[Path] = typer.Option([], "--config", help="A KubeSchedulerConfiguration to compare too; repeatable."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the synthetic workload (default: the scenario's); "
                                    "with --fgd also of the cloned pods and the Random policy (default 42)."),

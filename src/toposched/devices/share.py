@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from toposched.devices.fgd import MILLI, BestFit, NodeView, Policy, Task, parse_gpu_spec
+from toposched.devices.inventory import NodeDevice
 from toposched.errors import InputError
 from toposched.quantity import format_bytes
 from toposched.topology.model import Device, DeviceKind
@@ -674,7 +675,7 @@ class NodeGPUState:
 DEFAULT_GPU_MEMORY = 16 * 2**30  # a GPU whose memory neither the topology nor its model tells
 
 
-def inventory_gpus(inventory: Iterable[Any], *, default_memory: int = DEFAULT_GPU_MEMORY) -> tuple[GPUDevice, ...]:
+def inventory_gpus(inventory: Iterable[NodeDevice], *, default_memory: int = DEFAULT_GPU_MEMORY) -> tuple[GPUDevice, ...]:
     """The GPUs of a node's device inventory (``NodeDevice`` values), in its order, with their memory.
 
     Memory comes from the topology, else from the GPU model (:data:`GPU_MODEL_MEMORY`), else
