@@ -53,7 +53,6 @@ class Contender:
         """A fresh scheduler with its own cluster view of ``nodes`` at time ``now``."""
         profile = _with_args(load_profile(self.profile, self.config), self.plugin_args)
         knows_hardware = self.knows_hardware or (self.config is not None and profile.exact)
-        reads_reports = self.reads_reports or self.config is not None
         cluster = Cluster()
         for node in nodes:
             labels = dict(node.labels)
@@ -65,7 +64,7 @@ class Contender:
                                  device_plugins={r: list(d) for r, d in (node.device_plugins or {}).items()})
             else:
                 cluster.set_node(spec)
-            if reads_reports:
+            if self.wants_reports:
                 cluster.update_report(truths[node.name].report(), now)
         return Scheduler(cluster, profile)
 

@@ -65,8 +65,11 @@ class Scenario:
 
 def load_pods(path: str | os.PathLike[str]) -> list[SimPod]:
     """Pods from a file: the Alibaba GPU trace (``openb_pod_list_*.csv``) or our workload format (YAML/CSV)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")[:200] if Path(path).is_file() else ""
-    if text.startswith("name,cpu_milli"):
+    header = ""
+    if Path(path).is_file():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            header = f.readline()
+    if header.startswith("name,cpu_milli"):
         return read_alibaba_pods(path)
     return read_workload(path)
 

@@ -38,10 +38,9 @@ from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
 from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.placement import Placement
-from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, shares_gpu
+from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, gpus_held_whole, shares_gpu
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
 from toposched.topology import CPUSet
-from toposched.topology.model import DeviceKind
 from toposched.topology.nrt import NodeResourceTopology
 from toposched.workload import Pod
 
@@ -85,7 +84,7 @@ class NodeTruth:
         plugins = {r: list(devs) for r, devs in (node.device_plugins or {}).items()}
         inventory = DeviceInventory.from_machine(node.machine)
         self.gpus = NodeGPUState(inventory_gpus(inventory), node.gpu_model or "")
-        self._gpu_resources = {d.resource for d in inventory if d.kind == DeviceKind.GPU}
+        self.inventory = inventory
         self._shares: dict[str, GPUAllocation] = {}
         self.kubelet = KubeletNode(node.machine, config, device_plugins=plugins,
                                    extended_resources=koordlet_resources(self.gpus.devices), name=node.name)
@@ -140,10 +139,7 @@ class NodeTruth:
 
     def _gpu_share(self, pod: Pod, placement: Placement | None) -> GPUAllocation | str:
         """The GPUs a share pod gets: the scheduler's device-allocated choice, else the node's own best fit."""
-        whole = set()
-        for resource in self._gpu_resources:
-            if resource in self.kubelet.devices.resources:
-                whole |= self.kubelet.devices.in_use(resource)
+        whole = gpus_held_whole(self.kubelet, self.inventory)
         source = f"pod {pod.key}"
         annotation = placement.extra_annotations.get(DEVICE_ALLOCATED) if placement is not None else None
         try:

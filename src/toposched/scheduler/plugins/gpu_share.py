@@ -21,12 +21,13 @@ and memory were aligned to when it has any.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from toposched.devices.fgd import MILLI, NodeBatch, Policy, TargetWorkload, Task, make_policy
+from toposched.devices.inventory import NodeDevice
 from toposched.devices.koordinator import format_device_allocated, gpu_device_allocations
 from toposched.devices.share import (
     ALIBABA_GPU_MILLI,
@@ -39,6 +40,7 @@ from toposched.devices.share import (
     pod_gpu_request,
 )
 from toposched.errors import InputError
+from toposched.kubelet import KubeletNode
 from toposched.quantity import canonical_units
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
@@ -48,7 +50,7 @@ from toposched.scheduler.table import NodeTable
 from toposched.topology.model import DeviceKind
 from toposched.workload import Pod
 
-__all__ = ["DEVICE_ALLOCATED", "GPUShare", "node_gpu_state", "shares_gpu"]
+__all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "node_gpu_state", "shares_gpu"]
 
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 _SHARE_PREFIX = "koordinator.sh/gpu"
@@ -87,16 +89,20 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
 _STATES: dict[int, tuple[tuple, NodeRecord, NodeGPUState]] = {}
 
 
-def _kubelet_gpus(node: NodeRecord) -> set[str]:
-    """GPUs the kubelet replica has given whole to device-plugin pods."""
-    if node.model is None or node.inventory is None:
+def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice] | None) -> set[str]:
+    """GPUs a node's kubelet has given whole to device-plugin pods (they cannot hold shares)."""
+    if kubelet is None or inventory is None:
         return set()
     used: set[str] = set()
-    devices = node.model.devices
-    for resource in {d.resource for d in node.inventory if d.kind == DeviceKind.GPU}:
+    devices = kubelet.devices
+    for resource in {d.resource for d in inventory if d.kind == DeviceKind.GPU}:
         if resource in devices.resources:
             used |= devices.in_use(resource)
     return used
+
+
+def _kubelet_gpus(node: NodeRecord) -> set[str]:
+    return gpus_held_whole(node.model, node.inventory)
 
 
 @registry.register
@@ -224,9 +230,12 @@ class GPUShare:
         """A whole-GPU pod's kubelet must not pick a GPU that holds shares; a share pod must still fit aligned."""
         request = self._request(state, pod)
         if request is None:
+            taken = {i for ids in placement.devices().values() for i in ids}
+            if not taken:
+                return Status.success()  # the common case: a pod without devices clashes with nothing
             gpus = node_gpu_state(node, self.default_memory)
             shared = {d.id for d, used in zip(gpus.devices, gpus.used_core) if used}
-            clash = shared & {i for ids in placement.devices().values() for i in ids}
+            clash = shared & taken
             if clash:
                 return Status.unschedulable(f"the node's kubelet would hand out GPU {sorted(clash)[0]}, which holds "
                                             f"shares of other pods", plugin=self.name)
