@@ -232,6 +232,21 @@ class Cluster:
                 entry.reflected = True
         self._changed(record.name)
 
+    def drop_report(self, name: str) -> None:
+        """The node's report was deleted: the replica (hardware and pods) stays, the report's limits go."""
+        record = self.nodes.get(name)
+        if record is not None:
+            record.nrt, record.report_time = None, None
+            self._changed(name)
+
+    def mark_broken(self, name: str, reason: str) -> None:
+        """A report of ``name`` could not be read: the node becomes unschedulable with ``reason``; no other node changes."""
+        record = self.nodes.get(name)
+        if record is None:
+            record = self.nodes[name] = NodeRecord(NodeSpec(name))
+        record.broken = reason
+        self._changed(name)
+
     def pods_fingerprint(self, node: str) -> str:
         """The pods fingerprint node-feature-discovery would publish for the pods known on ``node``."""
         record = self.nodes[node]

@@ -1,0 +1,249 @@
+"""Feed watched Node, NodeResourceTopology and Pod objects into a scheduler's :class:`Cluster`.
+
+The extender and the standalone scheduler see the cluster the same way: every Node becomes a
+node record, every NRT a report (a report that cannot be read makes only its node unschedulable),
+and every bound pod — ours, from before a restart, or another scheduler's ("foreign") — is
+admitted into its node's kubelet replica. A bound pod that carries our ``toposched.io/placement``
+annotation gets exactly the CPUs the annotation names, so after a restart the ledger is what it
+was and no CPU is given twice. Unbound pods of our scheduler name are the pending ones.
+
+The clock is passed in; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from toposched.errors import InputError
+from toposched.kube.client import WatchEvent
+from toposched.scheduler import NodeSpec, Placement, Scheduler
+from toposched.scheduler.placement import PLACEMENT_ANNOTATION
+from toposched.topology.nrt import parse_nrt
+from toposched.workload import Pod
+
+__all__ = ["ClusterSync", "pod_key"]
+
+log = logging.getLogger(__name__)
+
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def pod_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a pod object (namespace ``default`` when absent)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+class ClusterSync:
+    """Applies watch events and relists to ``scheduler.cluster``; keeps the pending pods of ``scheduler_name``.
+
+    ``listeners`` are called as ``listener(kind, event_type, name)`` after each applied change
+    (kind is ``"Node"``, ``"NodeResourceTopology"`` or ``"Pod"``), so a queue can retry pods
+    that failed for want of room.
+    """
+
+    def __init__(self, scheduler: Scheduler, *, clock: Callable[[], float], scheduler_name: str = "toposched"):
+        self.scheduler = scheduler
+        self.cluster = scheduler.cluster
+        self.clock = clock
+        self.scheduler_name = scheduler_name
+        self.listeners: list[Callable[[str, str, str], None]] = []
+        self.invalid: dict[str, str] = {}  # pod key -> why its object could not be read
+        self._pending: dict[str, Pod] = {}  # key -> unbound pod of our scheduler
+        self._bound: dict[str, tuple[str, str]] = {}  # key -> (uid, node) of bound pods in the cluster
+        self._waiting: dict[str, tuple[Pod, str, Placement | None]] = {}  # key -> bound pod whose node is unknown
+        self._relisted: set[str] = set()
+
+    @property
+    def ready(self) -> bool:
+        """True once nodes, reports and pods have each been listed in full."""
+        return {"Node", "NodeResourceTopology", "Pod"} <= self._relisted
+
+    def pending(self) -> list[Pod]:
+        """Unbound pods of our scheduler name that are not reserved right now, oldest known first."""
+        return [p for p in self._pending.values() if (p.uid or p.key) not in self.cluster.pod_node]
+
+    # ---- nodes -------------------------------------------------------------------------------------
+
+    def on_node(self, event: WatchEvent) -> None:
+        """A Node was added, changed or deleted."""
+        name = _name(event.object)
+        if not name:
+            log.error("ignoring a Node without metadata.name")
+            return
+        if event.type == "DELETED":
+            self.cluster.remove_node(name)
+            self._bound = {k: v for k, v in self._bound.items() if v[1] != name}
+        elif event.type in ("ADDED", "MODIFIED"):
+            try:
+                spec = NodeSpec.from_dict(event.object)
+            except InputError as err:
+                log.error("node %s is unschedulable: %s", name, err)
+                spec = NodeSpec(name, unschedulable=True)
+            self.cluster.set_node(spec)
+            self._place_waiting(name)
+        else:
+            return
+        self._notify("Node", event.type, name)
+
+    def relist_nodes(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The complete set of Nodes: nodes not in it are gone."""
+        items = list(items)
+        names = {_name(o) for o in items}
+        for gone in [n for n in self.cluster.nodes if n not in names]:
+            self.on_node(WatchEvent("DELETED", {"metadata": {"name": gone}}))
+        for obj in items:
+            self.on_node(WatchEvent("ADDED", dict(obj)))
+        self._relisted.add("Node")
+
+    # ---- reports -----------------------------------------------------------------------------------
+
+    def on_nrt(self, event: WatchEvent) -> None:
+        """A NodeResourceTopology was added, changed or deleted."""
+        name = _name(event.object)
+        if not name:
+            log.error("ignoring a NodeResourceTopology without metadata.name")
+            return
+        if event.type == "DELETED":
+            self.cluster.drop_report(name)
+        elif event.type in ("ADDED", "MODIFIED"):
+            try:
+                nrt = parse_nrt(event.object, source=f"NodeResourceTopology {name}")
+            except InputError as err:
+                log.error("node %s is unschedulable until its report is fixed: %s", name, err)
+                self.cluster.mark_broken(name, str(err))
+            else:
+                self.cluster.update_report(nrt, self.clock())
+            self._place_waiting(name)
+        else:
+            return
+        self._notify("NodeResourceTopology", event.type, name)
+
+    def relist_nrts(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The complete set of reports: nodes whose report is not in it lose their report."""
+        items = list(items)
+        names = {_name(o) for o in items}
+        for record in list(self.cluster.nodes.values()):
+            if record.nrt is not None and record.name not in names:
+                self.on_nrt(WatchEvent("DELETED", {"metadata": {"name": record.name}}))
+        for obj in items:
+            self.on_nrt(WatchEvent("ADDED", dict(obj)))
+        self._relisted.add("NodeResourceTopology")
+
+    # ---- pods --------------------------------------------------------------------------------------
+
+    def on_pod(self, event: WatchEvent) -> None:
+        """A Pod was added, changed or deleted."""
+        obj = event.object
+        key = pod_key(obj)
+        if event.type == "DELETED":
+            self._pod_gone(key)
+        elif event.type in ("ADDED", "MODIFIED"):
+            self._pod_seen(key, obj)
+        else:
+            return
+        self._notify("Pod", event.type, key)
+
+    def relist_pods(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The complete set of pods: pods not in it are gone (pods we reserved but did not bind yet stay)."""
+        items = list(items)
+        keys = {pod_key(o) for o in items}
+        for gone in [k for k in (*self._bound, *self._pending, *self._waiting, *self.invalid) if k not in keys]:
+            self._pod_gone(gone)
+        for obj in items:
+            self.on_pod(WatchEvent("ADDED", dict(obj)))
+        self._relisted.add("Pod")
+
+    def _pod_seen(self, key: str, obj: Mapping[str, Any]) -> None:
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        if phase in _TERMINAL:
+            self._pod_gone(key)  # a finished pod holds nothing on its node
+            return
+        try:
+            pod = Pod.from_dict(obj, source=f"pod {key}")
+        except InputError as err:
+            if node:
+                log.error("bound pod %s cannot be read; its node may be over-committed: %s", key, err)
+            self._pod_gone(key)
+            if (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name or node:
+                self.invalid[key] = str(err)
+            return
+        self.invalid.pop(key, None)
+        if not node:
+            self._pending.pop(key, None)
+            if (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name:
+                self._pending[key] = pod
+            return
+        self._pending.pop(key, None)
+        uid = pod.uid or pod.key
+        known = self.cluster.pod_node.get(uid)
+        if known == node:
+            self._bound[key] = (uid, node)
+            return  # our own reservation (or a pod seen before) on the node it went to
+        if known is not None:
+            self.cluster.forget(uid)  # bound elsewhere than we reserved: the API server's word wins
+        placement = self._annotated_placement(key, pod, node)
+        if node not in self.cluster.nodes:
+            self._waiting[key] = (pod, node, placement)
+            return
+        self._add_bound(key, pod, node, placement)
+
+    def _add_bound(self, key: str, pod: Pod, node: str, placement: Placement | None) -> None:
+        uid = pod.uid or pod.key
+        self.cluster.add_bound_pod(pod, node, self.clock())
+        self._bound[key] = (uid, node)
+        if placement is None or not placement.cpuset:
+            return
+        taken = set()
+        for other_uid, entry in self.cluster.nodes[node].pods.items():
+            if other_uid != uid and entry.placement is not None:
+                taken.update(entry.placement.cpuset)
+        if taken & set(placement.cpuset):
+            log.error("pod %s: placement annotation names CPUs another pod on %s holds; keeping the replica's choice",
+                      key, node)
+            return
+        try:
+            self.cluster.replace_placement(pod, placement)
+        except InputError as err:
+            log.error("pod %s: placement annotation not applied: %s", key, err)
+
+    def _annotated_placement(self, key: str, pod: Pod, node: str) -> Placement | None:
+        text = pod.annotations.get(PLACEMENT_ANNOTATION)
+        if not text:
+            return None
+        try:
+            placement = Placement.from_annotation(text, source=f"pod {key}")
+        except InputError as err:
+            log.error("ignoring the placement annotation: %s", err)
+            return None
+        if placement.node != node:
+            log.error("pod %s: placement annotation is for node %s but the pod is bound to %s; ignoring it",
+                      key, placement.node, node)
+            return None
+        return placement
+
+    def _place_waiting(self, node: str) -> None:
+        for key, (pod, on, placement) in list(self._waiting.items()):
+            if on == node and node in self.cluster.nodes:
+                del self._waiting[key]
+                self._add_bound(key, pod, node, placement)
+
+    def _pod_gone(self, key: str) -> None:
+        self._pending.pop(key, None)
+        self._waiting.pop(key, None)
+        self.invalid.pop(key, None)
+        bound = self._bound.pop(key, None)
+        if bound is not None:
+            self.cluster.forget(bound[0])
+
+    def _notify(self, kind: str, event_type: str, name: str) -> None:
+        for listener in self.listeners:
+            listener(kind, event_type, name)

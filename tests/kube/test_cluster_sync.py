@@ -1,0 +1,191 @@
+"""ClusterSync: watched Nodes, reports and pods become the scheduler's cluster, ledger included."""
+
+import json
+
+from toposched.kube.client import WatchEvent
+from toposched.kube.cluster_sync import ClusterSync
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, Scheduler
+from toposched.scheduler.placement import PLACEMENT_ANNOTATION
+from toposched.scheduler.profile_setup import load_profile
+from toposched.topology import CPUSet, Machine
+from toposched.topology.nrt import dump_nrt, nrt_from_machine
+
+GI = 2**30
+
+
+def machine(numa=2, cores=4) -> Machine:
+    total = numa * cores
+    rows = [{"cpu": c + t * total, "core": c, "socket": c // cores, "numa": c // cores} for t in range(2) for c in range(total)]
+    return Machine.from_cpu_table(rows, memory_per_numa=32 * GI,
+                                  distances={a: {b: 10 if a == b else 21 for b in range(numa)} for a in range(numa)})
+
+
+def node_obj(name, **spec):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
+            "spec": spec, "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}}
+
+
+def nrt_obj(name):
+    nrt = nrt_from_machine(machine(), node_name=name, policy="single-numa-node", scope="container",
+                           reserved_cpus=CPUSet([0, 8]))
+    obj = dump_nrt(nrt)
+    # the kubelet runs the static CPU manager: say so the way the agent does
+    return obj
+
+
+def pod_obj(name, cpus, *, node="", scheduler="toposched", annotations=None, phase="Pending", uid=None):
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}", "annotations": annotations or {}},
+        "spec": {"schedulerName": scheduler, "nodeName": node,
+                 "containers": [{"name": "c", "resources": {"limits": {"cpu": str(cpus), "memory": "1Gi"}}}]},
+        "status": {"phase": phase},
+    }
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def make_sync():
+    scheduler = Scheduler(Cluster(), load_profile("toposched"))
+    return ClusterSync(scheduler, clock=Clock())
+
+
+def test_relists_make_nodes_reports_and_pending_pods_and_then_it_is_ready():
+    sync = make_sync()
+    assert not sync.ready
+    sync.relist_nodes([node_obj("a"), node_obj("b")])
+    sync.relist_nrts([nrt_obj("a"), nrt_obj("b")])
+    sync.relist_pods([pod_obj("p1", 2), pod_obj("other", 2, scheduler="default-scheduler")])
+    assert sync.ready
+    assert set(sync.cluster.nodes) == {"a", "b"}
+    assert all(r.model is not None for r in sync.cluster.nodes.values())
+    assert [p.name for p in sync.pending()] == ["p1"]
+
+
+def test_a_scheduled_pod_leaves_pending_and_its_bound_event_keeps_the_reservation():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    sync.relist_pods([pod_obj("p1", 2)])
+    pod = sync.pending()[0]
+    decision = sync.scheduler.schedule(pod, now=0)
+    assert decision.node == "a" and sync.pending() == []
+    bound = pod_obj("p1", 2, node="a", annotations=decision.placement.annotations())
+    sync.on_pod(WatchEvent("MODIFIED", bound))
+    entry = sync.cluster.nodes["a"].pods["uid-p1"]
+    assert entry.placement.cpuset == decision.placement.cpuset
+    sync.on_pod(WatchEvent("DELETED", bound))
+    assert "uid-p1" not in sync.cluster.pod_node
+
+
+def test_after_a_restart_bound_pods_get_the_cpus_their_annotations_name():
+    first = make_sync()
+    first.relist_nodes([node_obj("a")])
+    first.relist_nrts([nrt_obj("a")])
+    first.relist_pods([pod_obj(f"p{i}", 2) for i in range(4)])
+    bound = []
+    for pod in first.pending():
+        d = first.scheduler.schedule(pod, now=0)
+        bound.append(pod_obj(pod.name, 2, node="a", annotations=d.placement.annotations()))
+    # a new process: pods arrive in an order other than the one they were placed in
+    second = make_sync()
+    second.relist_nodes([node_obj("a")])
+    second.relist_nrts([nrt_obj("a")])
+    second.relist_pods(list(reversed(bound)))
+    for obj in bound:
+        want = json.loads(obj["metadata"]["annotations"][PLACEMENT_ANNOTATION])["containers"]["c"]["cpuset"]
+        got = second.cluster.nodes["a"].pods[obj["metadata"]["uid"]].placement.cpuset
+        assert got == CPUSet.parse(want)
+    owned = [e.placement.cpuset for e in second.cluster.nodes["a"].pods.values()]
+    seen: set[int] = set()
+    for cpus in owned:
+        assert seen.isdisjoint(cpus)
+        seen |= set(cpus)
+    # the next pod is placed on CPUs nobody holds
+    second.relist_pods(bound + [pod_obj("new", 2)])
+    d = second.scheduler.schedule(second.pending()[0], now=1)
+    assert seen.isdisjoint(d.placement.cpuset)
+
+
+def test_foreign_pods_are_admitted_and_a_pod_bound_before_its_node_is_known_waits():
+    sync = make_sync()
+    sync.relist_pods([pod_obj("foreign", 3, node="a", scheduler="default-scheduler")])
+    assert "uid-foreign" not in sync.cluster.pod_node
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    assert sync.cluster.pod_node["uid-foreign"] == "a"
+    assert sync.cluster.nodes["a"].requested["cpu"] == 3000
+
+
+def test_finished_pods_free_their_node():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    sync.relist_pods([pod_obj("job", 2, node="a")])
+    sync.on_pod(WatchEvent("MODIFIED", pod_obj("job", 2, node="a", phase="Succeeded")))
+    assert "uid-job" not in sync.cluster.pod_node
+    assert sync.cluster.nodes["a"].requested.get("cpu", 0) == 0
+
+
+def test_a_bad_report_makes_only_its_node_unschedulable_and_a_good_one_heals_it():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a"), node_obj("b")])
+    bad = nrt_obj("b")
+    bad["zones"][0]["resources"][0]["available"] = "-4"
+    sync.relist_nrts([nrt_obj("a"), bad])
+    assert sync.cluster.nodes["b"].broken and not sync.cluster.nodes["a"].broken
+    sync.relist_pods([pod_obj(f"p{i}", 2) for i in range(3)])
+    for pod in sync.pending():
+        assert sync.scheduler.schedule(pod, now=0).node == "a"
+    sync.on_nrt(WatchEvent("MODIFIED", nrt_obj("b")))
+    assert not sync.cluster.nodes["b"].broken
+
+
+def test_a_malformed_pod_is_recorded_as_invalid_and_the_others_stay_pending():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    bad = pod_obj("bad", 2)
+    bad["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
+    sync.relist_pods([bad, pod_obj("good", 1)])
+    assert [p.name for p in sync.pending()] == ["good"]
+    assert "default/bad" in sync.invalid and "cpu" in sync.invalid["default/bad"]
+
+
+def test_relist_drops_deleted_nodes_and_pods_and_tells_listeners():
+    sync = make_sync()
+    heard = []
+    sync.listeners.append(lambda kind, kind_event, name: heard.append((kind, kind_event, name)))
+    sync.relist_nodes([node_obj("a"), node_obj("b")])
+    sync.relist_nrts([nrt_obj("a"), nrt_obj("b")])
+    sync.relist_pods([pod_obj("x", 1, node="b")])
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_pods([])
+    assert set(sync.cluster.nodes) == {"a"} and sync.cluster.pod_node == {}
+    assert ("Node", "DELETED", "b") in heard and ("Pod", "ADDED", "default/x") in heard
+
+
+def test_a_cordoned_or_unreadable_node_is_unschedulable():
+    sync = make_sync()
+    broken = node_obj("b")
+    broken["status"]["allocatable"]["cpu"] = "-1"
+    sync.relist_nodes([node_obj("a", unschedulable=True), broken])
+    sync.relist_nrts([nrt_obj("a"), nrt_obj("b")])
+    sync.relist_pods([pod_obj("p", 1)])
+    decision = sync.scheduler.schedule(sync.pending()[0], now=0)
+    assert decision.node is None
+
+
+def test_static_config_is_known_from_the_report():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    assert sync.cluster.nodes["a"].policy == "single-numa-node"
+    assert isinstance(sync.cluster.nodes["a"].model.config, KubeletConfig)
