@@ -16,7 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toposched.kube.client import CONFIGMAPS, EVENTS, LEASES, NODES, NRTS, PODS, ApiError, Conflict, Gone, NotFound, ServerError
+from toposched.kube.client import (
+    CONFIGMAPS,
+    EVENTS,
+    LEASES,
+    NODES,
+    NRTS,
+    PODS,
+    ApiError,
+    Conflict,
+    Gone,
+    NotFound,
+    ServerError,
+)
 from toposched.kube.memory import MemoryClient
 from toposched.kube.merge_patch import merge_patch
 
@@ -263,7 +275,8 @@ def test_concurrent_writers_get_distinct_increasing_versions(memory_client):
 
     def writer(i: int) -> None:
         for j in range(25):
-            rv = int(memory_client.create(CONFIGMAPS, {"metadata": {"name": f"c{i}-{j}"}})["metadata"]["resourceVersion"])
+            created = memory_client.create(CONFIGMAPS, {"metadata": {"name": f"c{i}-{j}"}})
+            rv = int(created["metadata"]["resourceVersion"])
             with lock:
                 versions.append(rv)
 

@@ -134,10 +134,13 @@ class Ownership:
             self._owner(manager, "Update", time).fields |= changed
         self._drop_empty()
 
-    def conflicts(self, current: Mapping[str, Any], applied: Mapping[str, Any], manager: str) -> list[tuple[str, str]]:
-        """``(manager, ".field.path")`` for each field ``manager`` would change that another manager owns."""
-        applied_leaves = leaf_fields(applied)
-        found: list[tuple[str, str]] = []
+    def _clashes(self, current: Mapping[str, Any], applied_leaves: Mapping[FieldPath, Any],
+                 manager: str) -> list[tuple[Owner, FieldPath]]:
+        """Fields of other managers that applying ``applied_leaves`` over ``current`` would change."""
+        applied: dict[str, Any] = {}
+        for path, value in applied_leaves.items():
+            _set(applied, path, value)
+        found: list[tuple[Owner, FieldPath]] = []
         for owner in self.owners:
             if owner.manager == manager:
                 continue
@@ -145,31 +148,43 @@ class Ownership:
                 for path in applied_leaves:
                     if not _overlaps(owned, path):
                         continue
+                    if len(owned) != len(path):
+                        # One side holds a map where the other sets a key inside it: maps merge, no clash.
+                        shorter, source = (owned, current) if len(owned) < len(path) else (path, applied)
+                        if isinstance(_get(source, shorter), Mapping):
+                            continue
                     longer = owned if len(owned) >= len(path) else path
                     if _get(current, longer) != _get(applied, longer):
-                        found.append((owner.manager, "." + ".".join(owned)))
+                        found.append((owner, owned))
                         break
         return found
+
+    def conflicts(self, current: Mapping[str, Any], applied: Mapping[str, Any], manager: str) -> list[tuple[str, str]]:
+        """``(manager, ".field.path")`` for each field ``manager`` would change that another manager owns."""
+        return [(owner.manager, "." + ".".join(owned))
+                for owner, owned in self._clashes(current, leaf_fields(applied), manager)]
 
     def apply(self, current: Mapping[str, Any] | None, applied: Mapping[str, Any], manager: str, time: str,
               *, force: bool) -> dict[str, Any]:
         """The object after ``manager`` applies ``applied`` over ``current`` (conflicts checked by the caller).
 
         Fields the manager applied last time but not now are removed unless another manager owns
-        them; with ``force`` the applied fields are taken from their other owners.
+        them; with ``force`` the conflicting fields are taken from their other owners.
         """
         applied_leaves = leaf_fields(applied)
         result = json_copy(current) if current is not None else {}
+        if force:
+            for owner, owned in self._clashes(result, applied_leaves, manager):
+                owner.fields.discard(owned)
         mine = self._owner(manager, "Apply", time)
         others = [o for o in self.owners if o is not mine]
-        if force:
-            for owner in others:
-                owner.fields = {f for f in owner.fields if not any(_overlaps(f, p) for p in applied_leaves)}
         for dropped in sorted(mine.fields - set(applied_leaves), key=len, reverse=True):
             if not any(_overlaps(dropped, f) for o in others for f in o.fields) and \
                     not any(_overlaps(dropped, p) for p in applied_leaves):
                 _remove(result, dropped)
         for path, value in applied_leaves.items():
+            if value == {} and isinstance(_get(result, path), dict):
+                continue  # an empty map applied keeps what others put in it
             _set(result, path, value)
         mine.fields = set(applied_leaves)
         self._drop_empty()

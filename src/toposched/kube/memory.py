@@ -144,6 +144,11 @@ class MemoryClient:
             self._watch_epoch += 1
             self._cond.notify_all()
 
+    def contains(self, kind: Kind, name: str, *, namespace: str | None = None) -> bool:
+        """Whether the object exists (not logged in :attr:`requests`, never failed by :meth:`fail_next`)."""
+        with self._cond:
+            return (self._namespace(kind, namespace), name) in self._state(kind).objects
+
     @property
     def resource_version(self) -> str:
         """The current (latest) resourceVersion."""
