@@ -256,5 +256,5 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.queue.uids() == self.live | self.flight
 
 
-QueueMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+QueueMachine.TestCase.settings = settings(max_examples=75, stateful_step_count=40, deadline=None)
 test_queue_state_machine = QueueMachine.TestCase
