@@ -427,3 +427,20 @@ def test_runs_end_to_end_over_http_and_stops_gracefully(fake_server, http_client
     scheduled = [e for e in store.list(EVENTS).items if e["reason"] == "Scheduled"]
     assert sorted(e["involvedObject"]["name"] for e in scheduled) == names
     assert store.get(LEASES, "toposched", namespace="kube-system")["spec"]["holderIdentity"] == ""  # released
+
+
+def test_a_pod_deleted_while_its_binding_is_uncertain_gives_its_reservation_back():
+    memory, clock = MemoryClient(clock=lambda: T0), Clock()
+    add_nodes(memory, "a")
+    [pod] = add_pods(memory, ["p"])
+    uid = pod["metadata"]["uid"]
+    sched = make(memory, clock)
+    sched.pump()
+    sched.pump()
+    memory.fail_next("bind", PODS, ServerError("timeout"))  # in truth it never arrived
+    memory.fail_next("get", PODS, ServerError("apiserver overloaded"))
+    assert sched.step().outcome == "error"
+    assert sched.scheduler.cluster.pod_node[uid] == "a"
+    memory.delete(PODS, "p")
+    sched.pump()
+    assert uid not in sched.scheduler.cluster.pod_node and len(sched.queue) == 0

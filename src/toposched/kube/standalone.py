@@ -147,6 +147,9 @@ class StandaloneScheduler:
     def _on_pods(self, items: list[dict[str, Any]]) -> None:
         with self._lock:
             self.sync.relist_pods(items)
+            listed = {pod_uid(o) for o in items}
+            for uid in [u for u in self._uncertain if u not in listed]:  # deleted while we could not tell
+                self._give_back(uid, self._uncertain.pop(uid))
             pending = {pod_uid(o): o for o in items if self._is_pending(o)}
             for uid in self.queue.uids() - pending.keys():
                 self.queue.delete(uid)
