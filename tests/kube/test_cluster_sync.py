@@ -189,3 +189,15 @@ def test_static_config_is_known_from_the_report():
     sync.relist_nrts([nrt_obj("a")])
     assert sync.cluster.nodes["a"].policy == "single-numa-node"
     assert isinstance(sync.cluster.nodes["a"].model.config, KubeletConfig)
+
+
+def test_a_pod_deleted_while_reserved_gives_its_reservation_back():
+    sync = make_sync()
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    sync.relist_pods([pod_obj("p1", 2)])
+    decision = sync.scheduler.schedule(sync.pending()[0], now=0)
+    assert decision.node == "a" and "uid-p1" in sync.cluster.pod_node
+    sync.on_pod(WatchEvent("DELETED", pod_obj("p1", 2)))
+    assert "uid-p1" not in sync.cluster.pod_node
+    assert sync.cluster.nodes["a"].requested.get("cpu", 0) == 0

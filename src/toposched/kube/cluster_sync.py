@@ -237,7 +237,9 @@ class ClusterSync:
                 self._add_bound(key, pod, node, placement)
 
     def _pod_gone(self, key: str) -> None:
-        self._pending.pop(key, None)
+        pending = self._pending.pop(key, None)
+        if pending is not None and (pending.uid or pending.key) in self.cluster.pod_node:
+            self.scheduler.unreserve(pending)  # deleted while reserved and not yet bound
         self._waiting.pop(key, None)
         self.invalid.pop(key, None)
         bound = self._bound.pop(key, None)
