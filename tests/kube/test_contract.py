@@ -112,6 +112,15 @@ def test_create_twice_is_already_exists(backend):
     assert err.value.code == 409
 
 
+def test_create_with_a_resource_version_is_refused(backend):
+    stale = backend.client.create(NODES, {"metadata": {"name": "n1"}})
+    backend.client.delete(NODES, "n1")
+    with pytest.raises(ServerError, match="resourceVersion should not be set"):
+        backend.client.create(NODES, stale)
+    with pytest.raises(ServerError, match="resourceVersion should not be set"):
+        backend.client.apply(NODES, stale, field_manager="m")
+
+
 def test_replace_of_a_missing_object_is_not_found(backend):
     with pytest.raises(NotFound):
         backend.client.replace(CONFIGMAPS, {"metadata": {"name": "nope", "namespace": "default"}, "data": {}})

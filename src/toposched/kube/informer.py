@@ -96,6 +96,7 @@ class Reflector:
 
         Returns after the list, when the stream ends, after a Gone (the next round lists) or
         after waiting out the backoff of a failure (the next round retries from the same version).
+        Exceptions raised by ``on_event`` or ``on_relist`` propagate to the caller.
         """
         if self._resource_version is None:
             try:

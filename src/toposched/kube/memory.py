@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from toposched.kube.client import PODS, ApiError, Conflict, Gone, Kind, NotFound, ObjectList, WatchEvent
+from toposched.kube.client import PODS, ApiError, Conflict, Gone, Kind, NotFound, ObjectList, ServerError, WatchEvent
 from toposched.kube.managed_fields import Ownership
 from toposched.kube.merge_patch import json_copy, merge_patch
 from toposched.kube.selectors import Selector, parse_field_selector, parse_label_selector
@@ -385,6 +385,9 @@ class MemoryClient:
             name = self._name(kind, body)
             self._enter("create", kind, name)
             ns = self._namespace(kind, namespace, body)
+            if meta.get("resourceVersion"):
+                # etcd3 storage refuses this with a plain error, which the API server answers as a 500.
+                raise ServerError("resourceVersion should not be set on objects to be created")
             if (ns, name) in self._state(kind).objects:
                 raise Conflict(f'{_resource(kind)} "{name}" already exists', reason="AlreadyExists")
             meta.pop("managedFields", None)
@@ -447,6 +450,8 @@ class MemoryClient:
             ns = self._namespace(kind, namespace, body)
             entry = self._state(kind).objects.get((ns, name))
             if entry is None:
+                if body["metadata"].get("resourceVersion"):
+                    raise ServerError("resourceVersion should not be set on objects to be created")
                 ownership = Ownership()
                 created = ownership.apply(None, body, field_manager, self._now(), force=force)
                 created.setdefault("metadata", {})["name"] = name
