@@ -40,6 +40,7 @@ from toposched.kube.cluster_sync import ClusterSync, pod_key
 from toposched.kube.events import EventRecorder
 from toposched.kube.informer import Reflector
 from toposched.kube.leader import LeaderElector
+from toposched.kube.ops import Metrics
 from toposched.kube.queue import Outcome, SchedulingQueue, pod_uid
 from toposched.scheduler import Scheduler
 from toposched.workload import Pod
@@ -66,18 +67,24 @@ class StepResult:
     message: str = ""
 
 
+# StepResult outcomes as the scheduling_attempts metric's result label.
+_RESULT_LABEL = {"scheduled": "scheduled", "unschedulable": "unschedulable", "invalid": "unschedulable"}
+
+
 class StandaloneScheduler:
     """Watches the cluster and binds the pending pods of ``scheduler_name``, one per :meth:`step`.
 
     ``clock`` gives seconds since the epoch (Event and Lease times, the queue's backoff, report
     ages); ``sleep(seconds)`` is how :meth:`run` waits while it is not the leader or not synced.
     ``identity`` names this replica (Events' ``reportingInstance``; the elector's identity).
+    ``metrics``, when given, counts every attempt by result and times it.
     """
 
     def __init__(self, client: KubeClient, scheduler: Scheduler, *, scheduler_name: str = "toposched",
                  clock: Callable[[], float], sleep: Callable[[float], None], identity: str,
-                 elector: LeaderElector | None = None) -> None:
+                 elector: LeaderElector | None = None, metrics: Metrics | None = None) -> None:
         self.client = client
+        self.metrics = metrics
         self.scheduler = scheduler
         self.scheduler_name = scheduler_name
         self.clock = clock
@@ -229,7 +236,11 @@ class StandaloneScheduler:
         entry = self.queue.pop(timeout)
         if entry is None:
             return None
+        started = self.clock()
         result = self._attempt(entry.uid, entry.pod)
+        if self.metrics is not None:
+            self.metrics.scheduling_duration.observe(max(0.0, self.clock() - started))
+            self.metrics.scheduling_attempts.labels(result=_RESULT_LABEL.get(result.outcome, "error")).inc()
         log.info("pod %s: %s%s%s", result.pod, result.outcome, f" on {result.node}" if result.node else "",
                  f": {result.message}" if result.message and result.outcome != "scheduled" else "")
         return result

@@ -1,0 +1,57 @@
+"""What the long-running commands (agent, scheduler, extender, controller) share: options, client, ops server."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import typer
+
+from toposched.errors import InputError
+from toposched.kube.lightkube_client import LightkubeClient
+from toposched.kube.ops import Metrics, OpsServer, Registry, configure_logging, parse_listen_address, shutdown_event
+
+__all__ = ["KUBECONFIG", "LOG_FORMAT", "LOG_LEVEL", "METRICS_ADDR", "connect", "fail", "serving"]
+
+log = logging.getLogger(__name__)
+
+KUBECONFIG = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+METRICS_ADDR = typer.Option("0.0.0.0:9090", "--metrics-addr", help="where /metrics, /healthz and /readyz are served")
+LOG_FORMAT = typer.Option("json", "--log-format", help="json or text")
+LOG_LEVEL = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR")
+
+
+def fail(command: str, err: Exception) -> None:
+    """Print one line naming what is wrong and exit with status 2."""
+    typer.echo(f"toposched {command}: {err}", err=True)
+    raise typer.Exit(2)
+
+
+def connect(kubeconfig: Path | None, field_manager: str) -> LightkubeClient:
+    """A client for the cluster: ``kubeconfig`` when given, else in-cluster or kubectl's default."""
+    if kubeconfig is None:
+        return LightkubeClient.from_environment(field_manager=field_manager)
+    import lightkube
+
+    try:
+        config = lightkube.KubeConfig.from_file(str(kubeconfig))
+    except Exception as err:  # lightkube raises several kinds for a file it cannot use
+        raise InputError(f"cannot read kubeconfig: {err}", field="--kubeconfig", source=str(kubeconfig)) from None
+    return LightkubeClient(lightkube.Client(config, field_manager=field_manager))
+
+
+@contextmanager
+def serving(metrics_addr: str, log_format: str, log_level: str, ready: Callable[[], bool]) -> Iterator[tuple[Metrics, threading.Event]]:
+    """Logging configured, the ops server up, SIGTERM/SIGINT wired to the returned stop event."""
+    configure_logging(log_format, log_level)
+    host, port = parse_listen_address(metrics_addr)
+    registry = Registry()
+    metrics = Metrics.register(registry)
+    stop = shutdown_event()
+    with OpsServer(registry, ready=ready, host=host, port=port):
+        yield metrics, stop
+    log.info("stopped")

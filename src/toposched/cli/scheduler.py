@@ -1,0 +1,58 @@
+"""``toposched scheduler``: the standalone secondary scheduler for pods with ``schedulerName: toposched``."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import typer
+
+from toposched.cli.cluster_common import KUBECONFIG, LOG_FORMAT, LOG_LEVEL, METRICS_ADDR, connect, fail, serving
+from toposched.errors import InputError
+from toposched.kube.leader import LeaderElector
+from toposched.kube.standalone import StandaloneScheduler
+from toposched.scheduler import Cluster, Scheduler
+from toposched.scheduler.profile_setup import load_profile
+
+__all__ = ["scheduler", "oldest_report_age"]
+
+
+def oldest_report_age(cluster: Cluster, now: float) -> float:
+    """Seconds since the oldest node report the cluster holds was taken (0 without reports)."""
+    try:
+        times = [r.report_time for r in list(cluster.nodes.values()) if r.report_time is not None]
+    except RuntimeError:  # the nodes changed under us (another thread): the next scrape will tell
+        return 0.0
+    return max(0.0, now - min(times)) if times else 0.0
+
+
+def scheduler(
+    config: Path = typer.Option(None, "--config", help="KubeSchedulerConfiguration file (default: the built-in toposched profile)"),
+    profile: str = typer.Option(None, "--profile", help="which profile of the file (its schedulerName)"),
+    leader_elect: bool = typer.Option(True, "--leader-elect/--no-leader-elect", help="elect one active replica with a Lease"),
+    lease_namespace: str = typer.Option("kube-system", "--lease-namespace"),
+    lease_name: str = typer.Option("toposched", "--lease-name"),
+    identity: str = typer.Option(None, "--identity", help="this replica's name (default: host name)"),
+    kubeconfig: Path = KUBECONFIG,
+    metrics_addr: str = METRICS_ADDR,
+    log_format: str = LOG_FORMAT,
+    log_level: str = LOG_LEVEL,
+) -> None:
+    """Schedule pods whose spec.schedulerName is the profile's name until SIGTERM (docs/kube/scheduler.md)."""
+    me = identity or socket.gethostname()
+    try:
+        chosen = load_profile(profile, config)
+        client = connect(kubeconfig, "toposched-scheduler")
+    except InputError as err:
+        fail("scheduler", err)
+    core = Scheduler(Cluster(), chosen)
+    elector = (LeaderElector(client, name=lease_name, namespace=lease_namespace, identity=me, clock=time.time)
+               if leader_elect else None)
+    started: list[StandaloneScheduler] = []
+    with serving(metrics_addr, log_format, log_level, ready=lambda: bool(started) and started[0].sync.ready) as (metrics, stop):
+        runner = StandaloneScheduler(client, core, scheduler_name=chosen.name, clock=time.time, sleep=time.sleep,
+                                     identity=me, elector=elector, metrics=metrics)
+        started.append(runner)
+        metrics.cache_report_age.set_function(lambda: oldest_report_age(core.cluster, time.time()))
+        runner.run(stop)
