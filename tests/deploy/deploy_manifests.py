@@ -12,6 +12,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 INSTALL_DOC = REPO / "docs" / "install.md"
 IMAGE = "ghcr.io/toposched/toposched:0.1.0"
+KUBE_SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:"
+VARIANT = DEPLOY / "extender-variant"
+#: helper B's KubeSchedulerConfiguration for the extender variant.
+EXTENDER_CONFIG = DEPLOY / "extender" / "scheduler-config.yaml"
 NAMESPACE = "toposched"
 
 
@@ -51,3 +55,9 @@ def workloads() -> list[dict[str, Any]]:
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
     """The containers of a workload's pod template."""
     return workload["spec"]["template"]["spec"]["containers"]
+
+
+def toposched_container(workload: dict[str, Any]) -> dict[str, Any]:
+    """The one container of a workload that runs the toposched command."""
+    [c] = [c for c in containers(workload) if c.get("command") == ["toposched"]]
+    return c

@@ -17,14 +17,18 @@ import yaml
 
 from tests.deploy.deploy_manifests import (
     DEPLOY,
+    EXTENDER_CONFIG,
     IMAGE,
     INSTALL_DOC,
+    KUBE_SCHEDULER_IMAGE,
     NAMESPACE,
+    VARIANT,
     containers,
     documents,
     manifest_files,
     objects,
     one,
+    toposched_container,
     workloads,
 )
 from toposched.kube.ops import parse_listen_address
@@ -56,6 +60,8 @@ def test_every_manifest_parses_and_is_a_known_kind():
         assert meta.get("name"), f"{path}: a {doc['kind']} without a name"
         if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in meta, f"{path}: {doc['kind']} is cluster-scoped"
+        elif doc["kind"] == "RoleBinding" and doc["roleRef"]["name"] == "extension-apiserver-authentication-reader":
+            assert meta.get("namespace") == "kube-system", "that Role exists in kube-system only"
         else:
             assert meta.get("namespace") == NAMESPACE, f"{path}: {doc['kind']} {meta['name']}"
 
@@ -68,19 +74,24 @@ def test_names_are_unique_per_kind():
         seen.add(key)
 
 
-def test_kustomization_lists_every_manifest_of_the_standalone_variant():
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+@pytest.mark.parametrize("root", [DEPLOY, VARIANT], ids=["standalone", "extender-variant"])
+def test_each_kustomization_lists_every_manifest_of_its_variant(root):
+    kustomization = yaml.safe_load((root / "kustomization.yaml").read_text())
     assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
     assert kustomization["kind"] == "Kustomization"
-    listed = [DEPLOY / r for r in kustomization["resources"]]
+    listed = [root / r for r in kustomization["resources"]]
     assert all(p.is_file() for p in listed), [str(p) for p in listed if not p.is_file()]
-    assert sorted(listed) == manifest_files()
+    mine = [p for p in manifest_files() if (root == VARIANT) == (VARIANT in p.parents)]
+    assert sorted(listed) == mine
 
 
 def test_images_are_the_release_image():
     for workload in workloads():
         for c in containers(workload):
-            assert c["image"] == IMAGE, f"{workload['metadata']['name']}/{c['name']}"
+            if c["name"] == "kube-scheduler":
+                assert c["image"].startswith(KUBE_SCHEDULER_IMAGE)
+            else:
+                assert c["image"] == IMAGE, f"{workload['metadata']['name']}/{c['name']}"
     assert IMAGE in INSTALL_DOC.read_text()
 
 
@@ -94,13 +105,13 @@ def test_selectors_service_accounts_and_config_maps_resolve():
         assert selector.items() <= template["metadata"]["labels"].items(), name
         assert template["spec"]["serviceAccountName"] in accounts, name
         for volume in template["spec"].get("volumes", []):
-            if "configMap" in volume:
+            # The extender variant's configuration is made from helper B's file (test below).
+            if "configMap" in volume and volume["configMap"]["name"] != "toposched-extender-config":
                 assert volume["configMap"]["name"] in maps, f"{name}: {volume}"
 
 
 def _args(workload: dict) -> tuple[str, dict[str, str]]:
-    [c] = containers(workload)
-    assert c["command"] == ["toposched"]
+    c = toposched_container(workload)
     sub, *rest = c["args"]
     assert len(rest) % 2 == 0, f"{sub}: flags come in --flag value pairs: {rest}"
     flags = dict(zip(rest[::2], rest[1::2]))
@@ -113,7 +124,7 @@ def test_commands_use_the_agreed_flags_and_ports(workload):
     sub, flags = _args(workload)
     assert set(flags) <= CLI_FLAGS[sub], f"{sub}: {set(flags) - CLI_FLAGS[sub]}"
     assert "--metrics-addr" in flags
-    [c] = containers(workload)
+    c = toposched_container(workload)
     host, port = parse_listen_address(flags["--metrics-addr"])
     assert host == "0.0.0.0"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
@@ -245,3 +256,27 @@ def test_the_controller_reads_the_configmap_it_may_read():
     text = Path(DEPLOY / "configmaps.yaml").read_text()
     example = "\n".join(line[4:] for line in text.splitlines() if line.startswith("#   "))
     assert parse_zone_attributes(yaml.safe_load(example), source="example")["worker-1"]["node-0"]
+
+
+def test_the_extender_variant_matches_its_kube_scheduler_configuration():
+    """deploy/extender/scheduler-config.yaml (helper B) is what the variant's kube-scheduler reads."""
+    config = yaml.safe_load(EXTENDER_CONFIG.read_text())
+    deployment = one("Deployment", "toposched-extender")
+    [scheduler] = [c for c in containers(deployment) if c["name"] == "kube-scheduler"]
+    flags = dict(a.split("=", 1) for a in scheduler["command"][1:])
+    config_path = PurePosixPath(flags["--config"])
+    [mount] = [m for m in scheduler["volumeMounts"] if PurePosixPath(m["mountPath"]) == config_path.parent]
+    [volume] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    doc = INSTALL_DOC.read_text()
+    assert (f"create configmap {volume['configMap']['name']} "
+            f"--from-file={config_path.name}=deploy/extender/scheduler-config.yaml") in doc
+    # The Lease: the file's name, this namespace (the flag overrides the file's namespace).
+    election = config["leaderElection"]
+    assert flags["--leader-elect-resource-namespace"] == NAMESPACE
+    role = one("Role", "toposched-extender-leader-election")
+    assert [r["resourceNames"] for r in role["rules"] if r.get("resourceNames")] == [[election["resourceName"]]]
+    # kube-scheduler reaches the extender on localhost, where the extender listens.
+    _, extender_flags = _args(deployment)
+    [url] = [e["urlPrefix"] for e in config["extenders"]]
+    host, port = parse_listen_address(extender_flags["--listen"])
+    assert url == f"http://{host}:{port}" and host == "127.0.0.1"
