@@ -19,6 +19,7 @@ def _root() -> None:
 
 # Commands live one per module and are registered here, after the app exists.
 from toposched.cli.agent import agent  # noqa: E402
+from toposched.cli.controller import controller  # noqa: E402
 from toposched.cli.discover import discover  # noqa: E402
 from toposched.cli.explain import explain  # noqa: E402
 from toposched.cli.scheduler import scheduler  # noqa: E402
@@ -29,6 +30,7 @@ app.command("discover")(discover)
 app.command("explain")(explain)
 app.command("agent")(agent)
 app.command("scheduler")(scheduler)
+app.command("controller")(controller)
 
 
 def main() -> None:

@@ -33,14 +33,15 @@ def fail(command: str, err: Exception) -> None:
 
 def connect(kubeconfig: Path | None, field_manager: str) -> LightkubeClient:
     """A client for the cluster: ``kubeconfig`` when given, else in-cluster or kubectl's default."""
-    if kubeconfig is None:
-        return LightkubeClient.from_environment(field_manager=field_manager)
     import lightkube
 
     try:
+        if kubeconfig is None:
+            return LightkubeClient.from_environment(field_manager=field_manager)
         config = lightkube.KubeConfig.from_file(str(kubeconfig))
-    except Exception as err:  # lightkube raises several kinds for a file it cannot use
-        raise InputError(f"cannot read kubeconfig: {err}", field="--kubeconfig", source=str(kubeconfig)) from None
+    except Exception as err:  # lightkube raises several kinds for a configuration it cannot use
+        where = str(kubeconfig) if kubeconfig else "in-cluster, $KUBECONFIG or ~/.kube/config"
+        raise InputError(f"no usable cluster configuration: {err}", field="--kubeconfig", source=where) from None
     return LightkubeClient(lightkube.Client(config, field_manager=field_manager))
 
 

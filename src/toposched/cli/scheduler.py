@@ -55,4 +55,4 @@ def scheduler(
                                      identity=me, elector=elector, metrics=metrics)
         started.append(runner)
         metrics.cache_report_age.set_function(lambda: oldest_report_age(core.cluster, time.time()))
-        runner.run(stop)
+        runner.run(stop, watch_timeout=10.0)  # a stop is noticed within one watch round
