@@ -64,7 +64,7 @@ def test_the_scheduler_process_binds_pending_pods_and_stops_on_sigterm(tmp_path,
     proc = subprocess.Popen(
         [sys.executable, "-c", "from toposched.cli import main; main()", "scheduler",
          "--kubeconfig", str(kubeconfig(tmp_path, fake_server.url)), "--metrics-addr", "127.0.0.1:0",
-         "--lease-namespace", "default", "--identity", "replica-a", "--log-format", "text"],
+         "--lease-namespace", "default", "--lease-name", "toposched", "--identity", "replica-a", "--log-format", "text"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
