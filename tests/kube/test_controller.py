@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from toposched.errors import InputError
 from toposched.kube.client import CONFIGMAPS, NRTS, Conflict, ServerError
 from toposched.kube.controller import (
+    keep_controller_attributes,
     OWNED_ANNOTATION,
     ConfigMapSource,
     Controller,
@@ -465,3 +466,17 @@ def test_over_http_through_the_real_client(http_client, fake_server, clock):
     a = fake_server.store.get(NRTS, "node-a")
     assert zone_attrs(a)["node-0"] == {CAP: "7"}
     assert resources(a) == resources(nrt("node-a"))
+
+
+def test_a_publisher_that_carries_the_controllers_attributes_over_never_drops_them(memory_client, clock):
+    publish(memory_client, nrt("node-a"))
+    ctl = controller_for(memory_client, StaticSource({"node-a": {"node-1": {CAP: "6"}}}), clock)
+    ctl.step()
+    fresh = nrt("node-a")
+    fresh["zones"][1]["resources"][0]["available"] = "3"
+    current = memory_client.get(NRTS, "node-a")
+    publish(memory_client, keep_controller_attributes(fresh, current))  # what the agent does
+    a = memory_client.get(NRTS, "node-a")
+    assert zone_attrs(a)["node-1"] == {CAP: "6"} and a["zones"][1]["resources"][0]["available"] == "3"
+    assert keep_controller_attributes(fresh, None) == fresh
+    assert "attributes" not in json.dumps(keep_controller_attributes(fresh, nrt("node-a"))["zones"])

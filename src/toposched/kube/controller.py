@@ -63,6 +63,7 @@ __all__ = [
     "SourceUnavailable",
     "ZoneAttributeSource",
     "ZoneAttributes",
+    "keep_controller_attributes",
     "merge_zone_attributes",
     "parse_zone_attributes",
 ]
@@ -289,6 +290,33 @@ def merge_zone_attributes(obj: Mapping[str, Any], desired: Mapping[str, Mapping[
             zone.pop("attributes", None)  # omitempty, as the Go type writes it
     owned = {zone: sorted(attrs) for zone, attrs in sorted(desired.items()) if zone in present and attrs}
     return zones, owned, sorted(set(desired) - present)
+
+
+def keep_controller_attributes(report: Mapping[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``report`` (a publisher's new NRT) with the zone attributes the controller owns in ``current`` carried over.
+
+    A publisher that replaces ``zones`` wholesale would otherwise drop them until the
+    controller re-merges, leaving e.g. a ZoneCapacity cap off for a moment.
+    """
+    if not current:
+        return dict(report)
+    owned = _owned(current)
+    values: dict[str, dict[str, str]] = {}
+    for zone in current.get("zones") or []:
+        if isinstance(zone, Mapping) and zone.get("name") in owned:
+            names = set(owned[zone["name"]])
+            found = {}
+            for entry in zone.get("attributes") or []:
+                if isinstance(entry, Mapping) and entry.get("name") in names and entry["name"] not in found:
+                    found[entry["name"]] = entry.get("value")
+            values[zone["name"]] = {k: v for k, v in found.items() if isinstance(v, str)}
+    if not any(values.values()):
+        return dict(report)
+    zones = copy.deepcopy(list(report.get("zones") or []))
+    for zone in zones:
+        if isinstance(zone, dict) and values.get(zone.get("name")):
+            zone["attributes"] = _set_attributes(list(zone.get("attributes") or []), set(), values[zone["name"]])
+    return {**report, "zones": zones}
 
 
 # ---- the controller ---------------------------------------------------------------------------

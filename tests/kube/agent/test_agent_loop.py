@@ -146,3 +146,22 @@ def test_run_steps_until_stopped(memory_client, node):
 
     make_agent(memory_client, node, clock).run(stop)
     assert memory_client.get(NRTS, NODE)["metadata"]["name"] == NODE
+
+
+def test_republishing_keeps_the_controllers_zone_attributes(memory_client, node):
+    import json
+
+    from toposched.kube.controller import OWNED_ANNOTATION
+
+    clock = Clock()
+    agent = make_agent(memory_client, node, clock)
+    assert agent.step().published
+    obj = memory_client.get(NRTS, NODE)
+    obj["zones"][1].setdefault("attributes", []).append({"name": "toposched.io/cpu-capacity", "value": "6"})
+    obj["metadata"].setdefault("annotations", {})[OWNED_ANNOTATION] = json.dumps({obj["zones"][1]["name"]: ["toposched.io/cpu-capacity"]})
+    obj["metadata"].pop("managedFields", None)
+    memory_client.apply(NRTS, obj, field_manager="toposched-controller", force=True)
+    clock.now += 61  # the interval passes: the agent applies its report again
+    assert agent.step().published
+    zone = memory_client.get(NRTS, NODE)["zones"][1]
+    assert {"name": "toposched.io/cpu-capacity", "value": "6"} in zone["attributes"]

@@ -30,7 +30,8 @@ from toposched.kube.agent.kubelet_files import (
     read_memory_state_file,
 )
 from toposched.kube.agent.report import node_report
-from toposched.kube.client import NRTS, PODS, ApiError, KubeClient
+from toposched.kube.client import NRTS, PODS, ApiError, KubeClient, NotFound
+from toposched.kube.controller import keep_controller_attributes
 from toposched.topology.sysfs import read_sysfs
 
 __all__ = ["Agent", "AgentStep", "FIELD_MANAGER"]
@@ -157,9 +158,15 @@ class Agent:
             log.info("would apply NodeResourceTopology %s", self.node_name)
             return False
         try:
+            try:
+                current = self.client.get(NRTS, self.node_name)
+            except NotFound:
+                current = None
             # force: the agent is the one writer of its node's report; it takes over fields a
             # previous publisher (e.g. node-feature-discovery before it was switched off) owned.
-            self.client.apply(NRTS, report, field_manager=FIELD_MANAGER, force=True)
+            # ``zones`` is an atomic list, so the controller's zone attributes are carried over.
+            self.client.apply(NRTS, keep_controller_attributes(report, current), field_manager=FIELD_MANAGER,
+                              force=True)
         except ApiError as err:
             self._fail(result, "cannot apply the NodeResourceTopology", err)
             return False
