@@ -66,3 +66,11 @@ def test_unknown_names_and_bad_values(patch, field):
 def test_options_need_static_policy():
     with pytest.raises(InputError, match="static"):
         KubeletConfig(cpu_manager_options={"full-pcpus-only": "true"})
+
+
+@pytest.mark.parametrize("field, value", [("maxPods", "x"), ("maxPods", -1), ("reservedSystemCPUs", 5),
+                                          ("evictionHard", "100Mi")])
+def test_wrongly_typed_fields_are_input_errors_naming_the_field(field, value):
+    with pytest.raises(InputError) as err:
+        KubeletConfig.from_dict({field: value}, source="/var/lib/kubelet/config.yaml")
+    assert field in str(err.value) and "/var/lib/kubelet/config.yaml" in str(err.value)

@@ -104,7 +104,9 @@ class KubeletConfig:
             if not isinstance(obj, Mapping):
                 raise InputError("a KubeletConfiguration must be a mapping")
             reserved = obj.get("reservedSystemCPUs")
-            eviction = (obj.get("evictionHard") or {}).get("memory.available")
+            if reserved is not None and not isinstance(reserved, str):
+                raise InputError(f"expected a cpuset string like \"0,64\", got {reserved!r}", field="reservedSystemCPUs")
+            eviction = _str_map(obj.get("evictionHard"), "evictionHard").get("memory.available")
             return cls(
                 topology_manager_policy=obj.get("topologyManagerPolicy", "none"),
                 topology_manager_scope=obj.get("topologyManagerScope", "container"),
@@ -117,7 +119,7 @@ class KubeletConfig:
                 eviction_memory=100 * 2**20 if eviction is None else _eviction(eviction),
                 memory_manager_policy=obj.get("memoryManagerPolicy", "None"),
                 reserved_memory=_reserved_memory(obj.get("reservedMemory")),
-                max_pods=int(obj.get("maxPods", 110)),
+                max_pods=_count(obj.get("maxPods", 110), "maxPods"),
             )
         except InputError as err:
             raise err.with_source(source or "KubeletConfiguration") from None
@@ -134,6 +136,12 @@ def _str_map(value: Any, field_name: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise InputError("expected a mapping", field=field_name)
     return {str(k): str(v) for k, v in value.items()}
+
+
+def _count(value: Any, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"expected a non-negative integer, got {value!r}", field=field_name)
+    return value
 
 
 def _quantities(value: Any, field_name: str) -> dict[str, int]:
