@@ -18,6 +18,7 @@ from tests.kube.extender.scenario import TTL, build, node_object, uid
 from toposched.kube.extender import ExtenderArgs, ExtenderPreemptionArgs, create_app, scale_scores
 from toposched.kube.extender.app import NOT_READY
 from toposched.kube.extender.restricted import NOT_IN_VIEW
+from toposched.kube.ops import Metrics, Registry
 from toposched.scheduler import NodeSpec
 
 
@@ -195,3 +196,18 @@ def test_refusal_codes_kept_for_a_pod_shape_follow_node_changes():
     assert answer["FailedAndUnresolvableNodes"] == {"b": "node(s) were unschedulable"}
     world.cluster.set_node(NodeSpec.from_dict(node_object("b")))
     assert set(world.post("filter", {"Pod": world.request_pod("web-1"), **names})["FailedNodes"]) == {"b"}
+
+
+def test_calls_are_counted_by_verb_and_http_code_and_timed_by_the_service_clock():
+    world = build()
+    metrics = Metrics.register(Registry())
+    http = TestClient(create_app(world.service, ready=lambda: world.ready[0], metrics=metrics))
+    body = {"Pod": world.request_pod("web-0"), "NodeNames": ["a"]}
+    assert http.post("/filter", json=body).status_code == 200
+    world.ready[0] = False
+    assert http.post("/prioritize", json=body).status_code == 503
+    assert metrics.extender_requests.labels(verb="filter", code="200").value == 1
+    assert metrics.extender_requests.labels(verb="prioritize", code="503").value == 1
+    samples = dict(((name, labels), value) for name, labels, value in metrics.extender_request_duration.samples())
+    assert samples[("toposched_extender_request_duration_seconds_count", (("verb", "filter"),))] == 1
+    assert samples[("toposched_extender_request_duration_seconds_sum", (("verb", "filter"),))] == 0.0  # hand clock

@@ -10,11 +10,15 @@ before the cluster view is synced, is answered 200 with ``Error`` set where the 
 that field (filter, bind: the text then appears in kube-scheduler's log and the pod's events),
 and with 400 / 503 where it has not (prioritize, preempt; kube-scheduler ignores a failed
 prioritize and fails the preemption attempt).
+
+With ``metrics``, every verb call is counted in ``toposched_extender_requests_total{verb,code}``
+(``code``: the HTTP status) and timed, by the service's clock, in
+``toposched_extender_request_duration_seconds{verb}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from fastapi import FastAPI, Request, Response
@@ -30,6 +34,7 @@ from toposched.kube.extender.wire import (
     ExtenderPreemptionArgs,
     dump,
 )
+from toposched.kube.ops import Metrics
 
 __all__ = ["NOT_READY", "create_app"]
 
@@ -51,16 +56,34 @@ def _read(model: type[_Args], body: bytes) -> _Args | str:
         return f"cannot read the {model.__name__}: {problems}"
 
 
-def create_app(service: ExtenderService, *, ready: Callable[[], bool], url_prefix: str = "") -> FastAPI:
+def create_app(service: ExtenderService, *, ready: Callable[[], bool], url_prefix: str = "",
+               metrics: Metrics | None = None) -> FastAPI:
     """A FastAPI app serving ``service`` under ``url_prefix`` (e.g. ``/toposched``), with /healthz and /readyz.
 
     ``ready`` says whether the service's cluster view is synced (e.g. ``lambda: sync.ready``);
-    until it is, every verb is refused as the module docstring describes.
+    until it is, every verb is refused as the module docstring describes. ``metrics`` (optional)
+    records each call.
     """
     prefix = "/" + url_prefix.strip("/") if url_prefix.strip("/") else ""
     app = FastAPI(title="toposched scheduler extender", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.post(f"{prefix}/filter")
+    def verb(name: str) -> Callable[[Callable[[Request], Awaitable[Response]]], None]:
+        """Register ``handler`` as ``POST {prefix}/{name}``, counted and timed when there are metrics."""
+
+        def register(handler: Callable[[Request], Awaitable[Response]]) -> None:
+            async def endpoint(request: Request) -> Response:
+                start = service.clock()
+                response = await handler(request)
+                if metrics is not None:
+                    metrics.extender_requests.labels(verb=name, code=str(response.status_code)).inc()
+                    metrics.extender_request_duration.labels(verb=name).observe(max(0.0, service.clock() - start))
+                return response
+
+            app.add_api_route(f"{prefix}/{name}", endpoint, methods=["POST"], name=name)
+
+        return register
+
+    @verb("filter")
     async def filter_(request: Request) -> Response:
         args = _read(ExtenderArgs, await request.body())
         if isinstance(args, str):
@@ -69,7 +92,7 @@ def create_app(service: ExtenderService, *, ready: Callable[[], bool], url_prefi
             return _json(ExtenderFilterResult(Error=NOT_READY))
         return _json(await run_in_threadpool(service.filter, args))
 
-    @app.post(f"{prefix}/prioritize")
+    @verb("prioritize")
     async def prioritize(request: Request) -> Response:
         args = _read(ExtenderArgs, await request.body())
         if isinstance(args, str):
@@ -78,7 +101,7 @@ def create_app(service: ExtenderService, *, ready: Callable[[], bool], url_prefi
             return Response(NOT_READY, status_code=503, media_type="text/plain")
         return _json(await run_in_threadpool(service.prioritize, args))
 
-    @app.post(f"{prefix}/bind")
+    @verb("bind")
     async def bind(request: Request) -> Response:
         args = _read(ExtenderBindingArgs, await request.body())
         if isinstance(args, str):
@@ -87,7 +110,7 @@ def create_app(service: ExtenderService, *, ready: Callable[[], bool], url_prefi
             return _json(ExtenderBindingResult(Error=NOT_READY))
         return _json(await run_in_threadpool(service.bind, args))
 
-    @app.post(f"{prefix}/preempt")
+    @verb("preempt")
     async def preempt(request: Request) -> Response:
         args = _read(ExtenderPreemptionArgs, await request.body())
         if isinstance(args, str):
