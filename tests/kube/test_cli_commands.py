@@ -82,3 +82,51 @@ def test_the_scheduler_process_binds_pending_pods_and_stops_on_sigterm(tmp_path,
         output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 0, output
     assert not store.get(LEASES, "toposched", namespace="default")["spec"].get("holderIdentity"), "lease not released"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_extender_process_answers_kube_scheduler_and_binds(tmp_path, fake_server):
+    import httpx
+
+    store = fake_server.store
+    add_nodes(store, "n1", "n2")
+    pod = add_pods(store, ["web"], cpus=3)[0]
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from toposched.cli import main; main()", "extender", "--listen", f"127.0.0.1:{port}",
+         "--kubeconfig", str(kubeconfig(tmp_path, fake_server.url)), "--metrics-addr", "127.0.0.1:0",
+         "--log-format", "text"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        args = {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2", "ghost"]}
+        answer = httpx.post(f"{base}/filter", json=args).json()
+        assert sorted(answer["NodeNames"]) == ["n1", "n2"] and "ghost" in answer["FailedNodes"]
+        scores = httpx.post(f"{base}/prioritize", json={**args, "NodeNames": answer["NodeNames"]}).json()
+        best = max(scores, key=lambda h: h["Score"])["Host"]
+        meta = pod["metadata"]
+        bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
+        assert httpx.post(f"{base}/bind", json=bind).json() == {"Error": ""}
+        bound = store.get(PODS, meta["name"], namespace=meta["namespace"])
+        assert bound["spec"]["nodeName"] == best and "toposched.io/placement" in bound["metadata"]["annotations"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        store.close_watches()
+        output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output

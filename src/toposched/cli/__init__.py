@@ -22,6 +22,7 @@ from toposched.cli.agent import agent  # noqa: E402
 from toposched.cli.controller import controller  # noqa: E402
 from toposched.cli.discover import discover  # noqa: E402
 from toposched.cli.explain import explain  # noqa: E402
+from toposched.cli.extender import extender  # noqa: E402
 from toposched.cli.scheduler import scheduler  # noqa: E402
 from toposched.cli.simulate import simulate  # noqa: E402
 
@@ -31,6 +32,7 @@ app.command("explain")(explain)
 app.command("agent")(agent)
 app.command("scheduler")(scheduler)
 app.command("controller")(controller)
+app.command("extender")(extender)
 
 
 def main() -> None:

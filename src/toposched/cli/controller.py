@@ -25,7 +25,7 @@ def controller(
     log_format: str = LOG_FORMAT,
     log_level: str = LOG_LEVEL,
 ) -> None:
-    """Keep NRT zone attributes (e.g. toposched.io/cpu-capacity) equal to a source document (docs/kube/controller.md)."""
+    """Keep NRT zone attributes (e.g. toposched.io/cpu-capacity) equal to a source document (docs/install.md, "The controller")."""
     try:
         if (configmap is None) == (url is None):
             raise InputError("give exactly one of --configmap NAMESPACE/NAME and --url URL", field="--configmap")
