@@ -1,0 +1,15 @@
+# The one image every toposched component runs (deploy/ names it ghcr.io/toposched/toposched:0.1.0):
+#   docker build -t ghcr.io/toposched/toposched:0.1.0 .
+# The scheduler, extender and controller run it as uid 65532 (their securityContext says so);
+# the agent as uid 0 with no capabilities (deploy/agent-daemonset.yaml explains why).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+USER 65532:65532
+ENTRYPOINT ["toposched"]
