@@ -130,3 +130,17 @@ def test_the_extender_process_answers_kube_scheduler_and_binds(tmp_path, fake_se
         store.close_watches()
         output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 0, output
+
+
+def test_report_age_is_that_of_the_oldest_report():
+    from toposched.cli.cluster_common import oldest_report_age
+    from toposched.scheduler import Cluster
+    from toposched.topology.nrt import parse_nrt
+
+    from tests.kube.test_standalone import nrt_obj
+
+    cluster = Cluster()
+    assert oldest_report_age(cluster, 100.0) == 0.0
+    cluster.update_report(parse_nrt(nrt_obj("a")), now=10.0)
+    cluster.update_report(parse_nrt(nrt_obj("b")), now=40.0)
+    assert oldest_report_age(cluster, 100.0) == 90.0

@@ -201,3 +201,19 @@ def test_a_pod_deleted_while_reserved_gives_its_reservation_back():
     sync.on_pod(WatchEvent("DELETED", pod_obj("p1", 2)))
     assert "uid-p1" not in sync.cluster.pod_node
     assert sync.cluster.nodes["a"].requested.get("cpu", 0) == 0
+
+
+def test_an_admission_rejection_of_our_pod_is_reported_once_with_the_kubelets_reason():
+    sync = make_sync()
+    heard = []
+    sync.on_rejection = heard.append
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_nrts([nrt_obj("a")])
+    sync.relist_pods([pod_obj("p1", 2, node="a"), pod_obj("theirs", 2, node="a", scheduler="default-scheduler")])
+    for name, scheduler in (("p1", "toposched"), ("theirs", "default-scheduler")):
+        failed = pod_obj(name, 2, node="a", phase="Failed", scheduler=scheduler)
+        failed["status"]["reason"] = "TopologyAffinityError"
+        sync.on_pod(WatchEvent("MODIFIED", failed))
+        sync.on_pod(WatchEvent("MODIFIED", failed))
+    assert heard == ["TopologyAffinityError"]
+    assert sync.cluster.pod_node == {}

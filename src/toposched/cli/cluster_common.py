@@ -14,8 +14,9 @@ import typer
 from toposched.errors import InputError
 from toposched.kube.lightkube_client import LightkubeClient
 from toposched.kube.ops import Metrics, OpsServer, Registry, configure_logging, parse_listen_address, shutdown_event
+from toposched.scheduler import Cluster
 
-__all__ = ["KUBECONFIG", "LOG_FORMAT", "LOG_LEVEL", "METRICS_ADDR", "connect", "fail", "serving"]
+__all__ = ["KUBECONFIG", "LOG_FORMAT", "LOG_LEVEL", "METRICS_ADDR", "connect", "fail", "oldest_report_age", "serving"]
 
 log = logging.getLogger(__name__)
 
@@ -56,3 +57,12 @@ def serving(metrics_addr: str, log_format: str, log_level: str, ready: Callable[
     with OpsServer(registry, ready=ready, host=host, port=port):
         yield metrics, stop
     log.info("stopped")
+
+
+def oldest_report_age(cluster: Cluster, now: float) -> float:
+    """Seconds since the oldest node report the cluster holds was taken (0 without reports)."""
+    try:
+        times = [r.report_time for r in list(cluster.nodes.values()) if r.report_time is not None]
+    except RuntimeError:  # the nodes changed under us (another thread): the next scrape will tell
+        return 0.0
+    return max(0.0, now - min(times)) if times else 0.0

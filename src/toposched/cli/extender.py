@@ -11,7 +11,16 @@ from typing import Any
 import typer
 import uvicorn
 
-from toposched.cli.cluster_common import KUBECONFIG, LOG_FORMAT, LOG_LEVEL, METRICS_ADDR, connect, fail, serving
+from toposched.cli.cluster_common import (
+    KUBECONFIG,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    METRICS_ADDR,
+    connect,
+    fail,
+    oldest_report_age,
+    serving,
+)
 from toposched.errors import InputError
 from toposched.kube.client import NODES, NRTS, PODS
 from toposched.kube.cluster_sync import ClusterSync
@@ -62,6 +71,8 @@ def extender(
         Reflector(client, PODS, _locked(lock, sync.on_pod), _locked(lock, sync.relist_pods)),
     ]
     with serving(metrics_addr, log_format, log_level, ready=lambda: sync.ready) as (metrics, stop):
+        sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()
+        metrics.cache_report_age.set_function(lambda: oldest_report_age(scheduler_core.cluster, clock()))
         threads = [threading.Thread(target=r.run, args=(stop,), kwargs={"watch_timeout": 10.0}, daemon=True,
                                     name=f"reflector-{r.kind.plural}") for r in reflectors]
         for thread in threads:

@@ -9,25 +9,25 @@ from pathlib import Path
 
 import typer
 
-from toposched.cli.cluster_common import KUBECONFIG, LOG_FORMAT, LOG_LEVEL, METRICS_ADDR, connect, fail, serving
+from toposched.cli.cluster_common import (
+    KUBECONFIG,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    METRICS_ADDR,
+    connect,
+    fail,
+    oldest_report_age,
+    serving,
+)
 from toposched.errors import InputError
-from toposched.manifests import decode_documents, read_text
 from toposched.kube.leader import LeaderElector
 from toposched.kube.leader_config import LeaderElection
 from toposched.kube.standalone import StandaloneScheduler
+from toposched.manifests import decode_documents, read_text
 from toposched.scheduler import Cluster, Scheduler
 from toposched.scheduler.profile_setup import load_profile
 
-__all__ = ["scheduler", "oldest_report_age"]
-
-
-def oldest_report_age(cluster: Cluster, now: float) -> float:
-    """Seconds since the oldest node report the cluster holds was taken (0 without reports)."""
-    try:
-        times = [r.report_time for r in list(cluster.nodes.values()) if r.report_time is not None]
-    except RuntimeError:  # the nodes changed under us (another thread): the next scrape will tell
-        return 0.0
-    return max(0.0, now - min(times)) if times else 0.0
+__all__ = ["scheduler"]
 
 
 def scheduler(
@@ -66,5 +66,6 @@ def scheduler(
         runner = StandaloneScheduler(client, core, scheduler_name=chosen.name, clock=time.time, sleep=time.sleep,
                                      identity=me, elector=elector, metrics=metrics)
         started.append(runner)
+        runner.sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()
         metrics.cache_report_age.set_function(lambda: oldest_report_age(core.cluster, time.time()))
         runner.run(stop, watch_timeout=10.0)  # a stop is noticed within one watch round

@@ -59,6 +59,10 @@ class ClusterSync:
         self._bound: dict[str, tuple[str, str]] = {}  # key -> (uid, node) of bound pods in the cluster
         self._waiting: dict[str, tuple[Pod, str, Placement | None]] = {}  # key -> bound pod whose node is unknown
         self._relisted: set[str] = set()
+        # Called with the kubelet's reason (e.g. TopologyAffinityError) when a pod of our scheduler
+        # name that was bound fails admission on its node; each pod is reported once.
+        self.on_rejection: Callable[[str], None] | None = None
+        self._rejected: set[str] = set()
 
     @property
     def ready(self) -> bool:
@@ -166,6 +170,7 @@ class ClusterSync:
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         if phase in _TERMINAL:
             self._pod_gone(key)  # a finished pod holds nothing on its node
+            self._note_rejection(obj, node, phase)
             return
         try:
             pod = Pod.from_dict(obj, source=f"pod {key}")
@@ -195,6 +200,18 @@ class ClusterSync:
             self._waiting[key] = (pod, node, placement)
             return
         self._add_bound(key, pod, node, placement)
+
+    def _note_rejection(self, obj: Mapping[str, Any], node: str, phase: str) -> None:
+        status, spec = obj.get("status") or {}, obj.get("spec") or {}
+        uid = str((obj.get("metadata") or {}).get("uid") or pod_key(obj))
+        reason = status.get("reason")
+        if (phase == "Failed" and node and reason and uid not in self._rejected
+                and (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+                and not any(c.get("state", {}).get("running") or c.get("state", {}).get("terminated")
+                            for c in status.get("containerStatuses") or [] if isinstance(c, Mapping))):
+            self._rejected.add(uid)
+            if self.on_rejection is not None:
+                self.on_rejection(str(reason))
 
     def _add_bound(self, key: str, pod: Pod, node: str, placement: Placement | None) -> None:
         uid = pod.uid or pod.key
