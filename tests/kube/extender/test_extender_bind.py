@@ -180,3 +180,31 @@ def test_a_network_failure_during_bind_gives_the_reservation_back(monkeypatch):
     answer = bind(world, "web-0", "f", uid(1))
     assert "connection reset by peer" in answer["Error"]
     assert uid(1) not in world.cluster.pod_node and world.service.reservation(uid(1)) is None
+
+
+def test_a_slow_bind_does_not_hold_up_other_pods_decisions():
+    world = build()
+    filter_(world, "web-0")
+    entered, release = threading.Event(), threading.Event()
+    real_bind = world.client.bind
+
+    def slow_bind(*args, **kwargs):
+        entered.set()
+        release.wait(10)  # the API server takes its time answering this Binding
+        return real_bind(*args, **kwargs)
+
+    world.client.bind = slow_bind
+    answers = {}
+    binder = threading.Thread(target=lambda: answers.setdefault("bind", bind(world, "web-0", "f", uid(1))))
+    binder.start()
+    try:
+        assert entered.wait(10)
+        # meanwhile kube-scheduler filters the next pod: it gets an answer, and not web-0's CPUs
+        other = filter_(world, "web-1")
+        assert other["NodeNames"], other
+        held = world.service.reservation(uid(1)).placement.cpuset
+        assert held.isdisjoint(world.service.reservation(uid(2)).placement.cpuset)
+    finally:
+        release.set()
+        binder.join(10)
+    assert answers["bind"] == {"Error": ""}
