@@ -170,6 +170,8 @@ FILTER_CASES = [
      "Unschedulable", "no NUMA zone has 4 CPU left"),
     ("single-numa-node with one zone with room", {0: "2", 1: "4"}, [], guaranteed("p", 4), "single-numa-node",
      "Success", ""),
+    ("exclusive CPUs only, beside a zone already over its capacity", {0: "0", 1: "4"}, [shared("s", 1000)],
+     guaranteed("p", 2), "none", "Success", ""),
 ]
 
 

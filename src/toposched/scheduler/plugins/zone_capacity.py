@@ -239,9 +239,10 @@ class ZoneCapacity:
             shares: dict[int, int] = {}
             _split(demand.shared, _cpu_zones(machine), shares)
             for zone in sorted(caps):
-                if shares.get(zone, 0) > room[zone]:
-                    return Status.unschedulable(self._over(zone, shares[zone], room[zone], caps[zone]), plugin=self.name)
-                room[zone] -= shares.get(zone, 0)
+                share = shares.get(zone, 0)
+                if share and share > room[zone]:  # a zone the pod adds nothing to is not its problem
+                    return Status.unschedulable(self._over(zone, share, room[zone], caps[zone]), plugin=self.name)
+                room[zone] -= share
         uncapped = any(zone not in caps for zone in _cpu_zones(machine))
         if rest and not uncapped:
             left = sum(max(0, r) for r in room.values())
