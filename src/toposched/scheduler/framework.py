@@ -8,9 +8,14 @@ small method, as in kube-scheduler's framework):
 * ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — optional vector form:
   the same verdict for the given rows at once, with one reason string or one per row (a necessary condition is allowed when the plugin's
   ``exact(...)`` confirms the chosen node, see NUMAAlignment).
+* ``filter_few(state, pod, table, rows: list[int]) -> list[reason or None]`` — optional, the
+  vector form's verdict and reason for a few rows in plain Python (None where a row passes); the
+  scheduler uses it when only a few rows changed, where NumPy's fixed cost per call dominates.
+  It must agree exactly with ``filter_all`` on the same rows.
 * ``post_filter(state, pod, reasons) -> (nominated node or None, Status)`` — when no node fits.
 * ``pre_score(state, pod, rows) -> Status`` — once, before scoring the feasible rows.
-* ``score(state, pod, node, table) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``;
+* ``score(state, pod, node, table) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``
+  and ``score_few(state, pod, table, rows: list[int]) -> list[int]`` (``score_all`` for a few rows);
   optional ``normalize_scores(state, pod, scores) -> scores`` (NormalizeScore) over the feasible rows.
 * ``reserve(state, pod, node) -> Status`` / ``unreserve(state, pod, node)``.
 * ``pre_bind(state, pod, node, placement) -> Status``; ``bind(state, pod, node, placement) -> requests``.

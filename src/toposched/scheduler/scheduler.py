@@ -71,12 +71,16 @@ class Decision:
 class Scheduler:
     """One profile scheduling pods onto a :class:`Cluster`."""
 
-    def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64, cache_size: int = 512) -> None:
+    def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64, cache_size: int = 512,
+                 few_rows: int = 24) -> None:
         self.cluster = cluster
         self.profile = profile
         self.table = NodeTable(cluster)
         self.max_exact_attempts = max_exact_attempts
         self.cache_size = cache_size
+        # Up to this many stale rows are judged in plain Python (filter_few/score_few), where
+        # NumPy's fixed cost per call would dominate; the verdicts and scores are the same.
+        self.few_rows = few_rows
         self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
         # What PreFilter made of a pod shape (only successful ones): pods of one shape share it.
         self._pre_filtered: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
@@ -135,7 +139,7 @@ class Scheduler:
         key = self.shape(pod)
         state, status = self._state(pod, key)
         self.table.refresh()
-        live = int(self.table.view("live").sum())
+        live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
         verdict, total = self._evaluate(state, pod, key)
@@ -177,7 +181,9 @@ class Scheduler:
             verdict = np.full(size, _FEASIBLE, dtype=np.int64)
             total = np.zeros(size, dtype=np.int64)
             rows = np.arange(size)
-        if len(rows):
+        if 0 < len(rows) <= self.few_rows:
+            verdict[rows], total[rows] = self._evaluate_few(state, pod, rows.tolist())
+        elif len(rows):
             verdict[rows], total[rows] = self._evaluate_rows(state, pod, rows)
         if key is not None:
             self._cache[key] = (verdict, total, self.table.stamp)
@@ -228,6 +234,68 @@ class Scheduler:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
                 total[pending] += weight * scores
         return verdict, total
+
+    def _evaluate_few(self, state: CycleState, pod: Pod, rows: list[int]) -> tuple[list[int], list[int]]:
+        """:meth:`_evaluate_rows` for a few rows, in plain Python (the same verdicts, reasons and scores)."""
+        table = self.table
+        verdict = [_FEASIBLE] * len(rows)
+        pending = []  # positions in ``rows`` no filter has refused yet
+        for i, row in enumerate(rows):
+            if table.row_values(row).live:
+                pending.append(i)
+            else:
+                verdict[i] = self._reason_index("node is gone")
+        for plugin in self.profile.filters:
+            if not pending:
+                break
+            reasons = self._filter_few(plugin, state, pod, [rows[i] for i in pending])
+            kept = []
+            for i, reason in zip(pending, reasons):
+                if reason is None:
+                    kept.append(i)
+                else:
+                    verdict[i] = self._reason_index(reason)
+            pending = kept
+        total = [0] * len(rows)
+        if pending:
+            feasible = [rows[i] for i in pending]
+            for plugin in self.profile.pre_scores:
+                status = plugin.pre_score(state, pod, np.array(feasible, dtype=np.int64))
+                if not status.is_success:
+                    index = self._reason_index(status.message or status.code.label)
+                    for i in pending:
+                        verdict[i] = index
+                    return verdict, total
+            for plugin, weight in self.profile.scores:
+                scores = self._score_few(plugin, state, pod, feasible)
+                normalize = getattr(plugin, "normalize_scores", None)
+                if normalize is not None:
+                    scores = np.asarray(normalize(state, pod, np.array(scores, dtype=np.int64)), dtype=np.int64).tolist()
+                for i, score in zip(pending, scores):
+                    total[i] += weight * score
+        return verdict, total
+
+    def _filter_few(self, plugin: Any, state: CycleState, pod: Pod, rows: list[int]) -> list[str | None]:
+        """One filter on a few rows: None where a row passes, else its reason (as :meth:`_evaluate_rows` records it)."""
+        few = getattr(plugin, "filter_few", None)
+        if few is not None:
+            return few(state, pod, self.table, rows)
+        if getattr(plugin, "filter_all", None) is not None:
+            mask, reason = plugin.filter_all(state, pod, self.table, np.array(rows, dtype=np.int64))
+            if isinstance(reason, str):
+                return [None if ok else reason for ok in mask.tolist()]
+            return [None if ok else r for ok, r in zip(mask.tolist(), reason)]
+        out: list[str | None] = []
+        for row in rows:
+            status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
+            out.append(None if status.is_success else status.message or status.code.label)
+        return out
+
+    def _score_few(self, plugin: Any, state: CycleState, pod: Pod, rows: list[int]) -> list[int]:
+        few = getattr(plugin, "score_few", None)
+        if few is not None:
+            return few(state, pod, self.table, rows)
+        return self._scores(plugin, state, pod, np.array(rows, dtype=np.int64)).tolist()
 
     def _reason_index(self, reason: str) -> int:
         index = self._reason_ids.get(reason)

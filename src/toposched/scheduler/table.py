@@ -10,14 +10,38 @@ keeping the table current is proportional to what changed, not to the cluster's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from toposched.scheduler.cluster import Cluster
 
-__all__ = ["POLICY_CODES", "NodeTable"]
+__all__ = ["POLICY_CODES", "NodeTable", "RowValues"]
 
 DEFAULT_MAX_PODS = 110
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class RowValues:
+    """One row of the table as plain Python values, for plugins judging a few rows without NumPy.
+
+    ``alloc``/``used`` are indexed by :meth:`NodeTable.resource_column`; ``zfree`` has
+    ``max_zones`` lists indexed by :meth:`NodeTable.zone_column` (all zeros in invalid slots),
+    ``zvalid`` one bool per slot; the flags are the table's columns of the same names.
+    """
+
+    alloc: list[int]
+    used: list[int]
+    zfree: list[list[int]]
+    zvalid: list[bool]
+    policy: int
+    pod_scope: bool
+    cpu_static: bool
+    mem_static: bool
+    topology: bool
+    schedulable: bool
+    live: bool
 
 
 class NodeTable:
@@ -49,6 +73,8 @@ class NodeTable:
         self._changes: list[int] = []
         self._changes_dropped = 0
         self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
+        self._values: dict[int, RowValues] = {}  # row_values() of rows unchanged since they were read
+        self._live_count = 0
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
 
@@ -59,9 +85,29 @@ class NodeTable:
         """Number of rows (nodes ever seen; removed nodes stay as dead rows)."""
         return len(self.names)
 
+    @property
+    def live_count(self) -> int:
+        """Number of rows whose node exists (as of the last :meth:`refresh`)."""
+        return self._live_count
+
     def view(self, name: str) -> np.ndarray:
         """One of the arrays, trimmed to the live row count (``alloc``, ``used``, ``zfree``, ...)."""
         return getattr(self, "_" + name)[: self.size]
+
+    def row_values(self, row: int) -> RowValues:
+        """Row ``row`` as plain Python values (read once per change of the row).
+
+        Resolve columns (:meth:`resource_column`, :meth:`zone_column`) before reading: adding a
+        column replaces the arrays and these values.
+        """
+        values = self._values.get(row)
+        if values is None:
+            values = self._values[row] = RowValues(
+                self._alloc[row].tolist(), self._used[row].tolist(), self._zfree[row].tolist(),
+                self._zvalid[row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
+                bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
+                bool(self._schedulable[row]), bool(self._live[row]))
+        return values
 
     def resource_column(self, resource: str) -> int:
         """The node-level column of a resource, adding the column if it is new."""
@@ -71,6 +117,7 @@ class NodeTable:
             self.resources.append(resource)
             self._alloc = _grow_cols(self._alloc, 1)
             self._used = _grow_cols(self._used, 1)
+            self._values.clear()
             self._dirty.update(self.names)
         return index
 
@@ -82,6 +129,7 @@ class NodeTable:
             self.zone_resources.append(resource)
             pad = np.zeros(self._zfree.shape[:2] + (1,), dtype=np.int64)
             self._zfree = np.concatenate([self._zfree, pad], axis=2)
+            self._values.clear()
             self._dirty.update(self.names)
         return index
 
@@ -95,7 +143,7 @@ class NodeTable:
         start = stamp - self._changes_dropped
         if start < 0:
             return None
-        return np.unique(np.array(self._changes[start:], dtype=np.int64))
+        return np.array(sorted(set(self._changes[start:])), dtype=np.int64)
 
     def mark_dirty(self, name: str) -> None:
         """Note that a node changed; its row is rebuilt at the next :meth:`refresh`."""
@@ -144,11 +192,15 @@ class NodeTable:
             if name in self.index:
                 row = self.index[name]
                 self._changes.append(row)
+                self._values.pop(row, None)
+                self._live_count -= bool(self._live[row])
                 self._live[row] = self._schedulable[row] = False
                 self.tainted.discard(row)
             return
         row = self._row(name)
         self._changes.append(row)
+        self._values.pop(row, None)
+        self._live_count += not self._live[row]
         self._live[row] = True
         if any(t.effect != "PreferNoSchedule" for t in record.spec.taints):
             self.tainted.add(row)

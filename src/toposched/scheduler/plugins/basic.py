@@ -2,7 +2,9 @@
 
 NodeUnschedulable, TaintToleration, NodeAffinity (``nodeSelector``) and NodeResourcesFit
 (Filter; Score with LeastAllocated / MostAllocated / BalancedAllocation). Each has a per-node
-form (the reference) and a vector form over the :class:`NodeTable` that gives the same verdict.
+form (the reference) and a vector form over the :class:`NodeTable` that gives the same verdict,
+and a plain-Python form for a few rows (``filter_few``/``score_few``) that gives exactly the
+vector form's verdicts, reasons and scores without NumPy's fixed cost per call.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ class NodeUnschedulable:
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
         return table.view("schedulable")[rows] & table.view("live")[rows], self.reason
 
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
+        out: list[str | None] = []
+        for row in rows:
+            values = table.row_values(row)
+            out.append(None if values.schedulable and values.live else self.reason)
+        return out
+
 
 @registry.register
 class TaintToleration:
@@ -66,10 +76,18 @@ class TaintToleration:
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
         ok = np.ones(table.size, dtype=bool)
         for row in table.tainted:
-            record = table.cluster.nodes.get(table.names[row])
-            if record is not None and untolerated_taint(record.spec, pod) is not None:
-                ok[row] = False
+            ok[row] = self._tolerated(pod, table, row)
         return ok[rows], self.reason
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
+        tainted = table.tainted
+        return [None if row not in tainted or self._tolerated(pod, table, row) else self.reason for row in rows]
+
+    @staticmethod
+    def _tolerated(pod: Pod, table: NodeTable, row: int) -> bool:
+        record = table.cluster.nodes.get(table.names[row])
+        return record is None or untolerated_taint(record.spec, pod) is None
 
 
 @registry.register
@@ -92,9 +110,19 @@ class NodeAffinity:
             return np.ones(len(rows), dtype=bool), self.reason
         ok = np.zeros(len(rows), dtype=bool)
         for i, row in enumerate(rows):
-            record = table.cluster.nodes.get(table.names[row])
-            ok[i] = record is not None and all(record.spec.labels.get(k) == v for k, v in pod.node_selector.items())
+            ok[i] = self._matches(pod, table, row)
         return ok, self.reason
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
+        if not pod.node_selector:
+            return [None] * len(rows)
+        return [None if self._matches(pod, table, row) else self.reason for row in rows]
+
+    @staticmethod
+    def _matches(pod: Pod, table: NodeTable, row: int) -> bool:
+        record = table.cluster.nodes.get(table.names[row])
+        return record is not None and all(record.spec.labels.get(k) == v for k, v in pod.node_selector.items())
 
 
 STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
@@ -170,6 +198,22 @@ class NodeResourcesFit:
             texts[int(bits)] = "Insufficient " + ", ".join(short) if short else "Too many pods"
         return ok, [texts.get(int(bits), "") for bits in pattern]
 
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
+        requests = self._requests(state, pod)
+        pods = table.resource_column("pods")
+        wanted = [(name, table.resource_column(name), want) for name, want in requests.items()]
+        out: list[str | None] = []
+        for row in rows:
+            values = table.row_values(row)
+            used, alloc = values.used, values.alloc
+            short = [name for name, col, want in wanted if used[col] + want > alloc[col]]
+            if short:
+                out.append("Insufficient " + ", ".join(sorted(short)))
+            else:
+                out.append("Too many pods" if used[pods] + 1 > alloc[pods] else None)
+        return out
+
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Upstream's scorers, in its integer arithmetic.
 
@@ -194,6 +238,32 @@ class NodeResourcesFit:
             per = np.where((alloc > 0) & (requested <= alloc), (alloc - requested) * MAX_NODE_SCORE // capacity, 0)
         return (per * self._weight_vector).sum(axis=1) // self._weight_vector.sum()
 
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`score_all` for a few rows, in the same integer arithmetic (BalancedAllocation's
+        floating-point deviation is left to NumPy, so it rounds as :meth:`score_all` does)."""
+        if self.strategy == "BalancedAllocation":
+            return self.score_all(state, pod, table, np.array(rows, dtype=np.int64)).tolist()
+        requests = self._requests(state, pod)
+        plan = [(table.resource_column(r), requests.get(r, 0) or _NON_ZERO.get(r, 0), weight)
+                for r, weight in self.weights.items()]
+        most = self.strategy == "MostAllocated"
+        total_weight = sum(self.weights.values())
+        out = []
+        for row in rows:
+            values = table.row_values(row)
+            total = 0
+            for col, want, weight in plan:
+                alloc = values.alloc[col]
+                requested = values.used[col] + want
+                if alloc <= 0:
+                    continue
+                if most:
+                    total += min(requested, alloc) * MAX_NODE_SCORE // alloc * weight
+                elif requested <= alloc:
+                    total += (alloc - requested) * MAX_NODE_SCORE // alloc * weight
+            out.append(total // total_weight)
+        return out
+
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
 
@@ -211,6 +281,7 @@ class NodeResourcesBalancedAllocation(NodeResourcesFit):
 
     filter = None  # type: ignore[assignment]
     filter_all = None  # type: ignore[assignment]
+    filter_few = None  # type: ignore[assignment]
 
 
 registry.register(NodeResourcesBalancedAllocation)

@@ -63,7 +63,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
-from toposched.scheduler.plugins.rows import filter_rows
+from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology import CPUSet, Machine
@@ -567,6 +567,13 @@ class FlaggedNodes:
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(np.isin(rows, np.asarray(flagged)))
 
+    def positions_few(self, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`positions` for a few rows, as a list."""
+        flagged = self.names()
+        if not flagged:
+            return []
+        return [i for i, row in enumerate(rows) if table.names[row] in flagged]
+
 
 # ---- the plugin ----------------------------------------------------------------------------------
 
@@ -814,8 +821,29 @@ class CPUOrchestration:
         else:
             positions = self._flagged(table.cluster).positions(table, rows)
         reasons = filter_rows(self, state, pod, table, rows, positions, ok)
-        reason = reasons.pop() if len(reasons) == 1 else "cannot bind the pod's CPUs as its CPU bind policy requires"
-        return ok, reason
+        return ok, self._reason(reasons)
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
+        request = self._request(state, pod)
+        if request.refusal is not None:
+            return [request.refusal.message] * len(rows)
+        if not request.needs:
+            return [None] * len(rows)
+        intent = request.intent
+        assert intent is not None
+        if intent.cpu_bind_policy or self.default_policy:
+            positions: Iterable[int] = range(len(rows))
+        else:
+            positions = self._flagged(table.cluster).positions_few(table, rows)
+        refused = refusals(self, state, pod, table, rows, positions)
+        reason = self._reason(set(refused.values()))
+        return [reason if i in refused else None for i in range(len(rows))]
+
+    @staticmethod
+    def _reason(reasons: set[str]) -> str:
+        """The one reason of the refused rows, else the general one."""
+        return reasons.pop() if len(reasons) == 1 else "cannot bind the pod's CPUs as its CPU bind policy requires"
 
     # ---- after Reserve
 

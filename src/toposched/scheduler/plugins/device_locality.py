@@ -118,41 +118,54 @@ class DeviceLocality:
         request, scope = self._request(state, pod)
         if not request or scope is None or not scope.required:
             return np.ones(len(rows), dtype=bool), ""
-        ok = np.ones(len(rows), dtype=bool)
-        reasons = [""] * len(rows)
-        for i, row in enumerate(rows):
+        reasons = self.filter_few(state, pod, table, rows)
+        return np.array([r is None for r in reasons], dtype=bool), [r or "" for r in reasons]
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
+        """Per row: None where it passes, else the chooser's reason."""
+        request, scope = self._request(state, pod)
+        if not request or scope is None or not scope.required:
+            return [None] * len(rows)
+        out: list[str | None] = []
+        for row in rows:
             node = table.cluster.nodes.get(table.names[row])
-            if node is None:
-                continue
-            status = self.filter(state, pod, node)
-            if not status.is_success:
-                ok[i], reasons[i] = False, status.message
-        return ok, reasons
+            status = self.filter(state, pod, node) if node is not None else None
+            out.append(status.message if status is not None and not status.is_success else None)
+        return out
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Locality first (pcie > numa > node), then how busy the node's devices already are."""
-        out = np.zeros(len(rows), dtype=np.int64)
-        request = self._request(state, pod)[0]
+        if not self._request(state, pod)[0]:
+            return np.zeros(len(rows), dtype=np.int64)
+        return np.array(self.score_few(state, pod, table, rows), dtype=np.int64)
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[int]:
+        """:meth:`score_all` as a list (the work is per node either way)."""
+        request, scope = self._request(state, pod)
         if not request:
-            return out
-        scope = self._request(state, pod)[1]
-        for i, row in enumerate(rows):
+            return [0] * len(rows)
+        out = []
+        for row in rows:
             node = table.cluster.nodes.get(table.names[row])
-            if node is None or node.inventory is None or node.model is None:
-                continue
-            total = sum(len(node.inventory.of_resource(r)) for r in request)
-            if not total:
-                continue
-            level = LEVEL_PCIE
-            if scope is not None or len(request) > 1:  # locality only matters for a scope or devices together
-                choice = self._choice(state, pod, node)
-                if choice is None or not choice.ok:
-                    continue
-                level = choice.level or LEVEL_PCIE
-            free = sum(len(ids) for ids in free_devices(node, request).values())
-            used_after = min(1.0, (total - free + sum(request.values())) / total)
-            out[i] = (_LEVEL_SCORE[level] + round(MAX_NODE_SCORE * used_after)) // 2
+            out.append(0 if node is None else self._score(state, pod, node, request, scope))
         return out
+
+    def _score(self, state: CycleState, pod: Pod, node: NodeRecord, request: Mapping[str, int],
+               scope: DeviceScope | None) -> int:
+        if node.inventory is None or node.model is None:
+            return 0
+        total = sum(len(node.inventory.of_resource(r)) for r in request)
+        if not total:
+            return 0
+        level = LEVEL_PCIE
+        if scope is not None or len(request) > 1:  # locality only matters for a scope or devices together
+            choice = self._choice(state, pod, node)
+            if choice is None or not choice.ok:
+                return 0
+            level = choice.level or LEVEL_PCIE
+        free = sum(len(ids) for ids in free_devices(node, request).values())
+        used_after = min(1.0, (total - free + sum(request.values())) / total)
+        return (_LEVEL_SCORE[level] + round(MAX_NODE_SCORE * used_after)) // 2
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])

@@ -182,14 +182,19 @@ class GPUShare:
         """All rows at once for pods without shares; node by node (stale rows only) otherwise."""
         if self._request(state, pod) is None:
             return np.ones(len(rows), dtype=bool), ""
-        ok = np.ones(len(rows), dtype=bool)
-        reasons = [""] * len(rows)
-        for i, row in enumerate(rows):
+        reasons = self.filter_few(state, pod, table, rows)
+        return np.array([r is None for r in reasons], dtype=bool), [r or "" for r in reasons]
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
+        """Per row: None where it passes, else why no GPU holds the share."""
+        if self._request(state, pod) is None:
+            return [None] * len(rows)
+        out: list[str | None] = []
+        for row in rows:
             node = table.cluster.nodes.get(table.names[row])
-            status = self.filter(state, pod, node) if node is not None else Status.success()
-            if not status.is_success:
-                ok[i], reasons[i] = False, status.message
-        return ok, reasons
+            status = self.filter(state, pod, node) if node is not None else None
+            out.append(status.message if status is not None and not status.is_success else None)
+        return out
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """The packing policy's 0-100 score of each row's GPUs for the pod (0 for pods without shares)."""
@@ -220,6 +225,12 @@ class GPUShare:
                     gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
         scores = self._policy().score(batch, task)
         return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`score_all` as a list (0 for pods without shares, without a look at the rows)."""
+        if self._request(state, pod) is None:
+            return [0] * len(rows)
+        return self.score_all(state, pod, table, np.array(rows, dtype=np.int64)).tolist()
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])

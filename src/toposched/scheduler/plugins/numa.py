@@ -31,7 +31,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import POLICY_CODES, NodeTable
+from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues
 from toposched.workload import GUARANTEED, Container, Pod
 
 __all__ = ["AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request"]
@@ -68,6 +68,9 @@ class AlignedRequest:
         for i, request in enumerate([pod_request, *self.containers]):
             stacked[i] = [request.get(n, 0) for n in names]
         self.stacked = (names, stacked)
+        self.stacked_lists = stacked.tolist()  # the same, for the plain-Python forms
+        # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
+        self.aligned_by = [_aligned_by(n) for n in names]
 
     def _of(self, pod: Pod, container: Container) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -80,6 +83,15 @@ class AlignedRequest:
                     out[name] = value
         out.update({k: v for k, v in container_device_requests(container).items() if v > 0 and _is_device(k)})
         return out
+
+
+def _aligned_by(resource: str) -> str:
+    """The manager that aligns a resource: "cpu" (static CPU manager), "memory" (Static memory manager) or ""."""
+    if resource == "cpu":
+        return "cpu"
+    if resource == "memory" or resource.startswith("hugepages-"):
+        return "memory"
+    return ""
 
 
 def _is_device(resource: str) -> bool:
@@ -227,6 +239,46 @@ class NUMAAlignment:
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
         return ok, f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
 
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows, in plain Python: None where a row passes, else its reason."""
+        intent = self._intent(state, pod)
+        request = aligned_request(state, pod)
+        pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
+        if not request.pod:
+            reason = "pod's NUMA policy conflicts with the node's"
+            out: list[str | None] = []
+            for row in rows:
+                values = table.row_values(row)
+                ok = not pod_code or values.policy == 0 or values.policy == pod_code or not values.topology
+                out.append(None if ok else reason)
+            return out
+        reason = f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
+        names, _ = request.stacked
+        cols = [table.zone_column(name) for name in names]
+        pod_plan = [(table.zone_column(name), want, names.index(name)) for name, want in request.pod.items()]
+        out = []
+        for row in rows:
+            values = table.row_values(row)
+            policy = values.policy
+            ok = not pod_code or policy == 0 or policy == pod_code or not values.topology
+            effective = policy if policy > 0 else pod_code
+            if ok and values.topology and effective in (_SINGLE, _RESTRICTED):
+                exempt = [by == "cpu" and not values.cpu_static or by == "memory" and not values.mem_static
+                          for by in request.aligned_by]
+                if effective == _SINGLE:
+                    wanted = request.stacked_lists[:1] if values.pod_scope else request.stacked_lists[1:]
+                    ok = all(_one_zone_holds(values, cols, want, exempt) for want in wanted)
+                else:
+                    ok = all(exempt[j] or sum(zone[col] for zone in values.zfree) >= want for col, want, j in pod_plan)
+            out.append(None if ok else reason)
+        return out
+
+
+def _one_zone_holds(values: RowValues, cols: list[int], want: list[int], exempt: list[bool]) -> bool:
+    """One row of :func:`_fits_one_zone`: some valid zone holds ``want`` (per aligned name) whole."""
+    return any(valid and all(skip or zone[col] >= need for col, need, skip in zip(cols, want, exempt))
+               for zone, valid in zip(values.zfree, values.zvalid))
+
 
 def _node_policy(node: NodeRecord) -> NodePolicy:
     """The policy of a node whose kubelet configuration is known directly (no report)."""
@@ -265,6 +317,34 @@ class NUMAScore:
         zones = table.max_zones
         score = (zones - needed) * MAX_NODE_SCORE // max(1, zones - 1)
         return np.where(table.view("topology")[rows], score, 0).astype(np.int64)
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`score_all` for a few rows, in plain Python (the same integer arithmetic)."""
+        request = aligned_request(state, pod)
+        if not request.pod:
+            return [0] * len(rows)
+        plan = [(table.zone_column(name), want) for name, want in request.pod.items()]
+        zones = table.max_zones
+        out = []
+        for row in rows:
+            values = table.row_values(row)
+            if not values.topology:
+                out.append(0)
+                continue
+            needed = 1
+            for col, want in plan:
+                free = [zone[col] for zone in values.zfree]
+                if max(free) >= want:
+                    continue
+                count, covered = zones, 0
+                for k, value in enumerate(sorted(free, reverse=True)):
+                    covered += value
+                    if covered >= want:
+                        count = k + 1
+                        break
+                needed = max(needed, count)
+            out.append((zones - needed) * MAX_NODE_SCORE // max(1, zones - 1))
+        return out
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])

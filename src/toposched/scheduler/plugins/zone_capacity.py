@@ -54,7 +54,7 @@ from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.intent import NodePolicy, effective_policy, node_topology_policy, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import PLACEMENT_OVERRIDE_KEY, FlaggedNodes
-from toposched.scheduler.plugins.rows import filter_rows
+from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology import Machine
@@ -282,9 +282,22 @@ class ZoneCapacity:
         if not len(positions) or not self._demand(state, pod).total:
             return ok, ""
         reasons = filter_rows(self, state, pod, table, rows, positions, ok)
-        reason = reasons.pop() if len(reasons) == 1 else \
+        return ok, self._reason(reasons)
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
+        """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
+        positions = self._flagged(table.cluster).positions_few(table, rows)
+        if not positions or not self._demand(state, pod).total:
+            return [None] * len(rows)
+        refused = refusals(self, state, pod, table, rows, positions)
+        reason = self._reason(set(refused.values()))
+        return [reason if i in refused else None for i in range(len(rows))]
+
+    @staticmethod
+    def _reason(reasons: set[str]) -> str:
+        """The one reason of the refused rows, else the general one."""
+        return reasons.pop() if len(reasons) == 1 else \
             f"the pod's CPU does not fit the NUMA zones' capacity ({CPU_CAPACITY_ATTRIBUTE})"
-        return ok, reason
 
     # ---- after Reserve
 
@@ -325,6 +338,15 @@ class ZoneCapacity:
         """:meth:`score` for every row; rows whose node has no capped zone score 100 without a look."""
         out = np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64)
         for i in self._flagged(table.cluster).positions(table, rows):
+            record = table.cluster.nodes.get(table.names[rows[i]])
+            if record is not None:
+                out[i] = self.score(state, pod, record, table)
+        return out
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`score_all` for a few rows."""
+        out = [MAX_NODE_SCORE] * len(rows)
+        for i in self._flagged(table.cluster).positions_few(table, rows):
             record = table.cluster.nodes.get(table.names[rows[i]])
             if record is not None:
                 out[i] = self.score(state, pod, record, table)
