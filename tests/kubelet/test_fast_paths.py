@@ -244,6 +244,10 @@ def _check_sequence(data, machine: Machine, config: KubeletConfig, plugins, fast
             uid = admitted.pop(data.draw(st.integers(0, len(admitted) - 1)))
             fast.release(uid)
             reference.release(uid)
+        elif admitted and action == 2:  # the scheduler's Unreserve of its latest reservation
+            uid = admitted.pop()
+            fast.unadmit(uid)
+            reference.unadmit(uid)
         else:
             if refused and action == 1:  # a refused pod comes back (the kubelet sees it again)
                 pod = refused.pop(data.draw(st.integers(0, len(refused) - 1)))
@@ -257,8 +261,14 @@ def _check_sequence(data, machine: Machine, config: KubeletConfig, plugins, fast
             else:
                 refused.append(pod)
         assert fast.state() == reference.state()
-        assert fast.available() == reference.available()
+        assert fast.available() == reference.available() == _recomputed_available(fast)
     return decisions
+
+
+def _recomputed_available(node: KubeletNode) -> dict:
+    """``available()`` computed afresh, not from its memo (which must never be stale)."""
+    node._available = None
+    return node.available()
 
 
 @examples(250)

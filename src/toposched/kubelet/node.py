@@ -168,7 +168,7 @@ class KubeletNode:
         self.admissions: dict[str, Admission] = {}
         self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
         self._mutations = 0  # bumped by every admission, release and undo (memoises available())
-        self._available: tuple[int, Any, Any, dict[int, dict[str, int]]] | None = None
+        self._available: tuple[tuple[Any, ...], dict[int, dict[str, int]]] | None = None
         self._zones = []  # (NUMA id, CPU mask, hugepages and regular memory when not pinned by a memory manager)
         for node in machine.numa_nodes:
             regular = {hugepage_resource_name(size): size * count for size, count in node.hugepages.items()}
@@ -362,9 +362,17 @@ class KubeletNode:
         the zone.
         """
         cpu_state = self.cpu.state if self.cpu is not None else None
+        state = self.devices.state
+        # What the answer is computed from: the CPU manager's and the device manager's state
+        # objects are immutable and replaced on change, so "is" tells whether they changed (a
+        # pod that pins nothing leaves them, and the answer, as they were); the memory
+        # manager's state is mutable, so any admission or release recomputes.
+        key = (cpu_state, state.allocations, state.healthy, self._mutations if self.memory is not None else 0)
         cached = self._available
-        if cached is not None and cached[0] == self._mutations and cached[1] is cpu_state and cached[2] is self.devices.state:
-            return {n: dict(z) for n, z in cached[3].items()}
+        if cached is not None:
+            known = cached[0]
+            if known[0] is key[0] and known[1] is key[1] and known[2] is key[2] and known[3] == key[3]:
+                return {n: dict(z) for n, z in cached[1].items()}
         out: dict[int, dict[str, int]] = {}
         if self.cpu is not None:
             free = (self.cpu.available_cpus() - self.cpu.reserved_cpus).mask
@@ -380,7 +388,6 @@ class KubeletNode:
             else:
                 zone.update(regular)
             out[numa_id] = zone
-        state = self.devices.state
         for resource in self.devices.resources:
             for numa_id in self.machine.numa_ids:
                 out[numa_id].setdefault(resource, 0)
@@ -388,8 +395,7 @@ class KubeletNode:
                 topology = state.devices[resource].get(device)
                 if topology is not None and len(topology) == 1:
                     out[next(iter(topology))][resource] += 1
-        # The state objects are immutable and held here, so "is" tells whether they changed.
-        self._available = (self._mutations, cpu_state, state, out)
+        self._available = (key, out)
         return {n: dict(z) for n, z in out.items()}
 
     def device_counts(self) -> dict[str, dict[int, int]]:

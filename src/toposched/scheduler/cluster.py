@@ -416,6 +416,8 @@ class Cluster:
 def _taken(before: Mapping[int, Mapping[str, int]], after: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
     """Per zone and resource, how much less is available after than before (an admission's real take)."""
     out: dict[int, dict[str, int]] = {}
+    if before == after:  # a pod that pins nothing
+        return out
     for numa_id, resources in before.items():
         now = after.get(numa_id, {})
         taken = {name: value - now.get(name, 0) for name, value in resources.items() if value > now.get(name, 0)}

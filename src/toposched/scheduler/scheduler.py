@@ -81,7 +81,8 @@ class Scheduler:
         # Up to this many stale rows are judged in plain Python (filter_few/score_few), where
         # NumPy's fixed cost per call would dominate; the verdicts and scores are the same.
         self.few_rows = few_rows
-        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+        # pod shape -> (verdict, total, candidates, table stamp): see _evaluate
+        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = OrderedDict()
         # What PreFilter made of a pod shape (only successful ones): pods of one shape share it.
         self._pre_filtered: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._reasons: list[str] = []
@@ -97,6 +98,10 @@ class Scheduler:
         self._post_binds = [p for p in members if getattr(p, "post_bind", None) is not None]
         self._exact = self.profile.exact
         self._confirms = [(p.name, p.confirm) for p in plugins if getattr(p, "confirm", None) is not None]
+        # Each filter and score as one call over a few rows (its few form, else an adapter).
+        self._filters_few = [self._few_filter(p) for p in self.profile.filters]
+        self._scores_few = [(self._few_score(p), weight, getattr(p, "normalize_scores", None))
+                            for p, weight in self.profile.scores]
         # Per-row results may be cached only when each row's verdict and score depend on that row
         # alone: every plugin has a vector form or says its per-node answer reads only the node's
         # record (``row_local``), and none normalizes scores or pre-scores over rows.
@@ -142,20 +147,26 @@ class Scheduler:
         live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        verdict, total = self._evaluate(state, pod, key)
+        verdict, total, candidates = self._evaluate(state, pod, key)
         reasons: Counter[str] = Counter()  # filled in only when the pod finds no node
-        candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
-        for _ in range(self.max_exact_attempts):
-            row = int(np.argmax(candidates))  # the best score; the lowest row among equals
-            if candidates[row] == _NO_SCORE:
-                break
-            candidates[row] = _NO_SCORE
-            name = self.table.names[row]
-            refused = self._reserve(state, pod, name, now)
-            if refused is None:
-                placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
-            reasons[refused] += 1
+        tried: list[tuple[int, int]] = []  # (row, candidate score): put back after, as the array is cached
+        try:
+            for _ in range(self.max_exact_attempts):
+                row = int(np.argmax(candidates))  # the best score; the lowest row among equals
+                score = int(candidates[row])
+                if score == _NO_SCORE:
+                    break
+                tried.append((row, score))
+                candidates[row] = _NO_SCORE
+                name = self.table.names[row]
+                refused = self._reserve(state, pod, name, now)
+                if refused is None:
+                    placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
+                    return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
+                reasons[refused] += 1
+        finally:
+            for row, score in tried:
+                candidates[row] = score
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
         reasons.update({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
         status, nominated = Status.unschedulable("no node fits", plugin="Scheduler"), None
@@ -166,8 +177,9 @@ class Scheduler:
                 break
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
 
-    def _evaluate(self, state: CycleState, pod: Pod, key: tuple | None) -> tuple[np.ndarray, np.ndarray]:
-        """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), and its total score.
+    def _evaluate(self, state: CycleState, pod: Pod, key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), its total
+        score, and its candidate score (the total where feasible, else _NO_SCORE).
 
         Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
         """
@@ -175,22 +187,27 @@ class Scheduler:
         cached = self._cache.get(key) if key is not None else None
         rows = None
         if cached is not None and len(cached[0]) == size:
-            verdict, total, stamp = cached
+            verdict, total, candidates, stamp = cached
             rows = self.table.changed_since(stamp)
         if rows is None:
             verdict = np.full(size, _FEASIBLE, dtype=np.int64)
             total = np.zeros(size, dtype=np.int64)
+            candidates = np.zeros(size, dtype=np.int64)
             rows = np.arange(size)
         if 0 < len(rows) <= self.few_rows:
-            verdict[rows], total[rows] = self._evaluate_few(state, pod, rows.tolist())
+            few = rows.tolist()
+            for row, first, score in zip(few, *self._evaluate_few(state, pod, few)):
+                verdict[row], total[row] = first, score
+                candidates[row] = score if first == _FEASIBLE else _NO_SCORE
         elif len(rows):
             verdict[rows], total[rows] = self._evaluate_rows(state, pod, rows)
+            candidates[rows] = np.where(verdict[rows] == _FEASIBLE, total[rows], _NO_SCORE)
         if key is not None:
-            self._cache[key] = (verdict, total, self.table.stamp)
+            self._cache[key] = (verdict, total, candidates, self.table.stamp)
             self._cache.move_to_end(key)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return verdict, total
+        return verdict, total, candidates
 
     def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
@@ -245,10 +262,13 @@ class Scheduler:
                 pending.append(i)
             else:
                 verdict[i] = self._reason_index("node is gone")
-        for plugin in self.profile.filters:
+        feasible = [rows[i] for i in pending]
+        for judge in self._filters_few:
             if not pending:
                 break
-            reasons = self._filter_few(plugin, state, pod, [rows[i] for i in pending])
+            reasons = judge(state, pod, feasible)
+            if reasons.count(None) == len(reasons):
+                continue
             kept = []
             for i, reason in zip(pending, reasons):
                 if reason is None:
@@ -256,9 +276,9 @@ class Scheduler:
                 else:
                     verdict[i] = self._reason_index(reason)
             pending = kept
+            feasible = [rows[i] for i in pending]
         total = [0] * len(rows)
         if pending:
-            feasible = [rows[i] for i in pending]
             for plugin in self.profile.pre_scores:
                 status = plugin.pre_score(state, pod, np.array(feasible, dtype=np.int64))
                 if not status.is_success:
@@ -266,36 +286,42 @@ class Scheduler:
                     for i in pending:
                         verdict[i] = index
                     return verdict, total
-            for plugin, weight in self.profile.scores:
-                scores = self._score_few(plugin, state, pod, feasible)
-                normalize = getattr(plugin, "normalize_scores", None)
+            for score_few, weight, normalize in self._scores_few:
+                scores = score_few(state, pod, feasible)
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, np.array(scores, dtype=np.int64)), dtype=np.int64).tolist()
                 for i, score in zip(pending, scores):
                     total[i] += weight * score
         return verdict, total
 
-    def _filter_few(self, plugin: Any, state: CycleState, pod: Pod, rows: list[int]) -> list[str | None]:
-        """One filter on a few rows: None where a row passes, else its reason (as :meth:`_evaluate_rows` records it)."""
+    def _few_filter(self, plugin: Any) -> Any:
+        """``(state, pod, rows) -> [reason or None]`` for one filter: its few form, else its vector or per-node form."""
+        table = self.table
         few = getattr(plugin, "filter_few", None)
         if few is not None:
-            return few(state, pod, self.table, rows)
+            return lambda state, pod, rows: few(state, pod, table, rows)
         if getattr(plugin, "filter_all", None) is not None:
-            mask, reason = plugin.filter_all(state, pod, self.table, np.array(rows, dtype=np.int64))
-            if isinstance(reason, str):
-                return [None if ok else reason for ok in mask.tolist()]
-            return [None if ok else r for ok, r in zip(mask.tolist(), reason)]
-        out: list[str | None] = []
-        for row in rows:
-            status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
-            out.append(None if status.is_success else status.message or status.code.label)
-        return out
+            def vector(state: CycleState, pod: Pod, rows: list[int]) -> list[str | None]:
+                mask, reason = plugin.filter_all(state, pod, table, np.array(rows, dtype=np.int64))
+                if isinstance(reason, str):
+                    return [None if ok else reason for ok in mask.tolist()]
+                return [None if ok else r for ok, r in zip(mask.tolist(), reason)]
+            return vector
 
-    def _score_few(self, plugin: Any, state: CycleState, pod: Pod, rows: list[int]) -> list[int]:
+        def per_node(state: CycleState, pod: Pod, rows: list[int]) -> list[str | None]:
+            out: list[str | None] = []
+            for row in rows:
+                status = plugin.filter(state, pod, self.cluster.nodes[table.names[row]])
+                out.append(None if status.is_success else status.message or status.code.label)
+            return out
+        return per_node
+
+    def _few_score(self, plugin: Any) -> Any:
+        """``(state, pod, rows) -> [score]`` for one score plugin: its few form, else its vector or per-node form."""
         few = getattr(plugin, "score_few", None)
         if few is not None:
-            return few(state, pod, self.table, rows)
-        return self._scores(plugin, state, pod, np.array(rows, dtype=np.int64)).tolist()
+            return lambda state, pod, rows: few(state, pod, self.table, rows)
+        return lambda state, pod, rows: self._scores(plugin, state, pod, np.array(rows, dtype=np.int64)).tolist()
 
     def _reason_index(self, reason: str) -> int:
         index = self._reason_ids.get(reason)
