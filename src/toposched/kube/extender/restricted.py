@@ -112,7 +112,7 @@ def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
         return out
     rows = np.array([table.index[name] for name in known], dtype=np.int64)
     if key is not None:  # cached per pod shape over all rows: only rows that changed are recomputed
-        verdict, total = scheduler._evaluate(state, pod, key)
+        verdict, total = scheduler._evaluate(state, pod, key)[:2]  # (the third: the selection's candidates)
         verdict, total = verdict[rows], total[rows]
     else:  # a profile whose answers depend on the set of rows scored: score exactly the given ones
         verdict, total = scheduler._evaluate_rows(state, pod, rows)
