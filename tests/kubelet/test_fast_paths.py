@@ -262,7 +262,18 @@ def _check_sequence(data, machine: Machine, config: KubeletConfig, plugins, fast
                 refused.append(pod)
         assert fast.state() == reference.state()
         assert fast.available() == reference.available() == _recomputed_available(fast)
+        _check_device_views(fast.devices)
     return decisions
+
+
+def _check_device_views(devices: DeviceManager) -> None:
+    """The device manager's memoised views are what its current state gives."""
+    state = devices.state
+    held = {r for containers in state.allocations.values() for own in containers.values() for r, ids in own.items() if ids}
+    for resource in (*devices.resources, "cpu", "memory", "example.com/none"):
+        assert devices.available(resource) == state.available(resource)
+        assert devices.in_use(resource) == state.in_use(resource)
+        assert devices.is_device_resource(resource) == (resource in state.devices or resource in held)
 
 
 def _recomputed_available(node: KubeletNode) -> dict:

@@ -60,6 +60,10 @@ class NodeDevice:
     model: str | None = None
 
 
+# The devices of every inventory keyed so far -> its key (one entry per distinct hardware model).
+_KEYS: dict[tuple[NodeDevice, ...], int] = {}
+
+
 def pcie_switch(pcie_path: Iterable[str]) -> str | None:
     """The PCIe switch a device sits under, named by the bus id of the switch's upstream port.
 
@@ -85,7 +89,7 @@ class DeviceInventory:
     ids non-negative, raising :class:`InputError` (``source`` names the node) otherwise.
     """
 
-    __slots__ = ("devices", "source", "_by_id", "_by_resource", "_position")
+    __slots__ = ("devices", "source", "_by_id", "_by_resource", "_position", "_key")
 
     def __init__(self, devices: Iterable[NodeDevice], *, source: str = "device inventory") -> None:
         self.devices: tuple[NodeDevice, ...] = tuple(devices)
@@ -109,6 +113,18 @@ class DeviceInventory:
         self._by_id = by_id
         self._by_resource = {r: tuple(ds) for r, ds in by_resource.items()}
         self._position = {dev.id: i for i, dev in enumerate(self.devices)}
+        self._key: int | None = None
+
+    @property
+    def key(self) -> int:
+        """A number that is the same, in this process, for exactly the inventories with equal devices.
+
+        Nodes of one hardware model have equal inventories: what is computed from an inventory
+        alone (a device choice for given free devices) can be shared between them by this key.
+        """
+        if self._key is None:
+            self._key = _KEYS.setdefault(self.devices, len(_KEYS))
+        return self._key
 
     # ---- construction -----------------------------------------------------------------------
 

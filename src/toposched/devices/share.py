@@ -560,7 +560,8 @@ class NodeGPUState:
 
     def free_milli(self) -> tuple[int, ...]:
         """Each GPU's free share as one milli-GPU number (the scarcer of compute and memory)."""
-        return tuple(min(self.free_core(i), self.free_memory(i) * MILLI // d.memory) for i, d in enumerate(self.devices))
+        return tuple(min(MILLI - core, (d.memory - memory) * MILLI // d.memory)
+                     for d, core, memory in zip(self.devices, self.used_core, self.used_memory))
 
     def is_free(self, i: int) -> bool:
         """Whether nothing of GPU ``i`` is used."""

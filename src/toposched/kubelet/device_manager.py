@@ -789,6 +789,10 @@ class DeviceManager:
         self._preferred = dict(preferred or {})
         self._state = DeviceManagerState(numa_ids, tables, healthy, {}, {})
         self._numa_set = (numa_ids, frozenset(numa_ids))  # the NUMA ids and the same as a set
+        # available()/in_use() per resource and the resources some container holds, for the
+        # allocations and healthy sets they were computed from (immutable, replaced on change,
+        # so "is" tells whether they still hold).
+        self._views: tuple[Any, Any, dict[tuple[str, str], frozenset[str]]] = (None, None, {})
 
     @classmethod
     def from_machine(
@@ -846,17 +850,39 @@ class DeviceManager:
     def is_device_resource(self, resource: str) -> bool:
         """Upstream ``isDevicePluginResource``: registered, or held by some container."""
         s = self._state
-        return resource in s.devices or any(
-            held.get(resource) for containers in s.allocations.values() for held in containers.values()
-        )
+        if resource in s.devices:
+            return True
+        known = self._views_of(s)
+        held = known.get(("held", ""))
+        if held is None:
+            held = known["held", ""] = frozenset(
+                r for containers in s.allocations.values() for devices in containers.values()
+                for r, ids in devices.items() if ids)
+        return resource in held
 
     def available(self, resource: str) -> frozenset[str]:
         """Healthy devices of ``resource`` no container holds."""
-        return self._state.available(resource)
+        return self._view("available", resource)
 
     def in_use(self, resource: str) -> frozenset[str]:
         """Devices of ``resource`` some container holds."""
-        return self._state.in_use(resource)
+        return self._view("in_use", resource)
+
+    def _views_of(self, s: DeviceManagerState) -> dict[tuple[str, str], frozenset[str]]:
+        """The memo of views for the state's allocations and healthy sets (emptied when they changed)."""
+        allocations, healthy, known = self._views
+        if allocations is not s.allocations or healthy is not s.healthy:
+            known = {}
+            self._views = (s.allocations, s.healthy, known)
+        return known
+
+    def _view(self, kind: str, resource: str) -> frozenset[str]:
+        s = self._state
+        known = self._views_of(s)
+        ids = known.get((kind, resource))
+        if ids is None:
+            ids = known[kind, resource] = s.available(resource) if kind == "available" else s.in_use(resource)
+        return ids
 
     def container_devices(self, pod: Pod | str, container: str) -> dict[str, frozenset[str]]:
         """The devices each resource gave this container."""

@@ -39,6 +39,7 @@ from toposched.workload import Pod
 __all__ = ["DeviceLocality", "achieved_level", "free_devices"]
 
 _LEVEL_SCORE = {LEVEL_PCIE: MAX_NODE_SCORE, LEVEL_NUMA: MAX_NODE_SCORE // 2, LEVEL_NODE: 0}
+_MAX_CHOICES = 65536
 _RANK = {LEVEL_PCIE: 0, LEVEL_NUMA: 1, LEVEL_NODE: 2}
 
 
@@ -76,7 +77,8 @@ class DeviceLocality:
     name = "DeviceLocality"
 
     def __init__(self, args: Mapping[str, Any]) -> None:
-        pass
+        # choose_devices is deterministic: its answers, by (inventory key, request, scope, free ids).
+        self._choices: dict[tuple, DeviceChoice] = {}
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         """Read the pod's device request and device scope once."""
@@ -97,7 +99,14 @@ class DeviceLocality:
             return None
         if not any(node.inventory.of_resource(r) for r in request):
             return None  # devices the node does not describe (NodeResourcesFit judges their counts)
-        return choose_devices(node.inventory, request, free_devices(node, request), scope=scope)
+        free = free_devices(node, request)
+        key = (node.inventory.key, tuple(request.items()), scope, tuple(free.get(r) for r in request))
+        choice = self._choices.get(key)
+        if choice is None:
+            if len(self._choices) >= _MAX_CHOICES:
+                self._choices.clear()
+            choice = self._choices[key] = choose_devices(node.inventory, request, free, scope=scope)
+        return choice
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """The node's free devices admit a choice within the pod's required scope.

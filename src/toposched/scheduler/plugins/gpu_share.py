@@ -21,6 +21,7 @@ and memory were aligned to when it has any.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,7 @@ from toposched.devices.share import (
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.quantity import canonical_units
-from toposched.scheduler.cluster import NodeRecord
+from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.status import Status
@@ -105,6 +106,39 @@ def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NodeGPUs:
+    """A node's GPUs as the plugin reads them: shares taken, GPUs held whole, each GPU's free milli."""
+
+    state: NodeGPUState
+    busy: frozenset[str]  # given whole by the node's kubelet: no shares there
+    free: tuple[int, ...]  # per GPU, its free share (0 where held whole)
+
+    @classmethod
+    def of(cls, node: NodeRecord, default_memory: int) -> _NodeGPUs:
+        state = node_gpu_state(node, default_memory)
+        busy = frozenset(_kubelet_gpus(node))
+        return cls(state, busy, tuple(0 if d.id in busy else f for d, f in zip(state.devices, state.free_milli())))
+
+
+class _NodeGPUsKept:
+    """Each node's :class:`_NodeGPUs`, kept until the cluster says the node changed (or a share is reserved)."""
+
+    def __init__(self, cluster: Cluster, default_memory: int) -> None:
+        self.default_memory = default_memory
+        self._known: dict[str, _NodeGPUs] = {}
+        cluster.subscribe(self.forget)
+
+    def forget(self, name: str) -> None:
+        self._known.pop(name, None)
+
+    def of(self, node: NodeRecord) -> _NodeGPUs:
+        known = self._known.get(node.name)
+        if known is None:
+            known = self._known[node.name] = _NodeGPUs.of(node, self.default_memory)
+        return known
+
+
 @registry.register
 class GPUShare:
     """Shares of GPUs placed by the scheduler (see the module notes)."""
@@ -122,6 +156,7 @@ class GPUShare:
                                               field=f"{self.name}.args.defaultGPUMemory")
         self.workload: TargetWorkload | None = None
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
+        self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -157,10 +192,19 @@ class GPUShare:
                     max(0, allocatable.get("memory", 0) - node.requested.get("memory", 0)),
                     requests.get("cpu", 0), requests.get("memory", 0))
 
+    def _gpus(self, cluster: Cluster | None, node: NodeRecord) -> _NodeGPUs:
+        """The node's GPUs, kept per cluster between changes of the node."""
+        if cluster is None or cluster.nodes.get(node.name) is not node:
+            return _NodeGPUs.of(node, self.default_memory)
+        kept = self._kept.get(cluster)
+        if kept is None:
+            kept = self._kept[cluster] = _NodeGPUsKept(cluster, self.default_memory)
+        return kept.of(node)
+
     def _choose(self, state: CycleState, pod: Pod, node: NodeRecord, numa: frozenset[int] = frozenset()) -> Any:
         request = self._request(state, pod)
-        gpus = node_gpu_state(node, self.default_memory)
-        busy = _kubelet_gpus(node)
+        known = self._gpus(state.get("cluster"), node)
+        gpus, busy = known.state, known.busy
         candidates = [d.id for d in gpus.devices if d.id not in busy and (not numa or d.numa is None or d.numa in numa)]
         return gpus.choose(request, candidates=candidates, policy=self._policy(), host=self._host(node, pod)), gpus
 
@@ -171,8 +215,8 @@ class GPUShare:
         request = self._request(state, pod)
         if request is None:
             return Status.success()
-        gpus = node_gpu_state(node, self.default_memory)
-        busy = _kubelet_gpus(node)
+        known = self._gpus(state.get("cluster"), node)
+        gpus, busy = known.state, known.busy
         if sum(1 for i, d in enumerate(gpus.devices) if d.id not in busy and gpus.fits(i, request)) >= request.count:
             return Status.success()
         choice, _ = self._choose(state, pod, node)  # for the reason
@@ -203,16 +247,16 @@ class GPUShare:
         if request is None or not len(rows):
             return out
         nodes = [table.cluster.nodes.get(table.names[row]) for row in rows]
-        states = [node_gpu_state(n, self.default_memory) if n is not None else None for n in nodes]
+        known = [self._gpus(table.cluster, n) if n is not None else None for n in nodes]
+        states = [k.state if k is not None else None for k in known]
         width = max((len(s.devices) for s in states if s is not None), default=0)
         if not width:
             return out
         free = np.zeros((len(rows), width), dtype=np.int64)
         hosts = []
-        for i, (node, gpus) in enumerate(zip(nodes, states)):
+        for i, (node, gpus) in enumerate(zip(nodes, known)):
             if gpus is not None:
-                busy = _kubelet_gpus(node)
-                free[i, :len(gpus.devices)] = [0 if d.id in busy else f for d, f in zip(gpus.devices, gpus.free_milli())]
+                free[i, :len(gpus.free)] = gpus.free
             hosts.append(self._host(node, pod) if node is not None else Host(0, 0))
         batch = NodeBatch(
             cpu_free=[h.cpu_free for h in hosts], memory_free=[h.memory_free for h in hosts], gpu_free=free,
@@ -244,7 +288,7 @@ class GPUShare:
             taken = {i for ids in placement.devices().values() for i in ids}
             if not taken:
                 return Status.success()  # the common case: a pod without devices clashes with nothing
-            gpus = node_gpu_state(node, self.default_memory)
+            gpus = self._gpus(state.get("cluster"), node).state
             shared = {d.id for d, used in zip(gpus.devices, gpus.used_core) if used}
             clash = shared & taken
             if clash:
@@ -265,7 +309,11 @@ class GPUShare:
         allocation: GPUAllocation = chosen[1]
         entry = node.pods[pod.uid or pod.key]
         entry.extras[self.name] = allocation
-        gpus = node_gpu_state(node, self.default_memory)
+        cluster = state.get("cluster")
+        kept = self._kept.get(cluster) if cluster is not None else None
+        if kept is not None:
+            kept.forget(node.name)  # the node's shares changed without the cluster knowing
+        gpus = self._gpus(cluster, node).state
         annotation = format_device_allocated({"gpu": gpu_device_allocations(allocation, gpus)})
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
