@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import shared_path
+from tests.conftest import shared_path
 
 from toposched.topology import CPUSet, Machine
 from toposched.topology.sysfs import read_sysfs
