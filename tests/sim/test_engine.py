@@ -9,11 +9,13 @@ from typer.testing import CliRunner
 
 from toposched.cli import app
 from toposched.errors import InputError
-from toposched.sim.contenders import contender
+from toposched.sim.contenders import contender, contender_from_config
 from toposched.sim.engine import SimConfig, Simulation
 from toposched.sim.hardware import cluster_from_dict
+from toposched.sim.model import SimPod
 from toposched.sim.scenario import Scenario, load_scenario, run_scenario
 from toposched.sim.synthetic import SyntheticConfig, generate_workload, ramp_past_saturation
+from toposched.workload import Pod
 
 SMALL = """\
 name: small
@@ -78,6 +80,36 @@ def test_nodes_that_reject_re_create_pods_after_a_doubling_backoff():
     result = Simulation(nodes, pods, contender("default"), SimConfig(max_recreations=2)).run()
     assert result.recreated > 0
     assert result.abandoned > 0  # after two replacements a controller gives up
+
+
+BLIND = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: blind
+  plugins:
+    multiPoint:
+      disabled: [{name: "*"}]
+      enabled: [{name: NodeResourcesFit}, {name: DefaultBinder}]
+"""
+
+
+def test_a_controller_that_never_gives_up_keeps_backing_off_at_the_cap(tmp_path):
+    # Every attempt is refused (the node's labels do not match the pod's selector, and this
+    # profile does not look): past a thousand attempts the delay stays at maxBackoff.
+    config = tmp_path / "blind.yaml"
+    config.write_text(BLIND)
+    nodes = cluster_from_dict({"nodes": [{"profile": "vm-2numa", "count": 1}]})
+    pod = SimPod(Pod("stuck", uid="stuck", node_selector={"pool": "nowhere"}), 0.0, owner="rs/stuck")
+    result = Simulation(nodes, [pod], contender_from_config(config),
+                        SimConfig(backoff=10, max_backoff=300, horizon=400_000)).run()
+    attempts, now = 0, 0.0
+    while now <= 400_000:  # attempt k comes min(300, 10 * 2^k) seconds after attempt k - 1 failed
+        now += min(300, 10 * 2 ** min(attempts, 10))
+        attempts += 1
+    assert result.rejected == {"NodeAffinity": attempts} and attempts > 1024
+    assert result.recreated == attempts and result.scheduled == 0
+    assert result.pending_end == 1  # the last replacement, still in its backoff at the horizon
+    assert result.arrived + result.recreated == result.scheduled + attempts + result.pending_end
 
 
 def test_bad_settings_and_duplicate_nodes_are_refused():

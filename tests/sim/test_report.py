@@ -33,11 +33,12 @@ def _ramp(peak: float, rise: int, fall: int) -> list[float]:
     return [round(peak * min(1.0, i / rise, max(0.0, (SAMPLES - i) / (SAMPLES - fall))), 6) for i in range(SAMPLES)]
 
 
-def _timeline(peak_cpu: float, peak_gpu: float, pending_peak: int, rejected_total: int) -> dict:
+def _timeline(peak_cpu: float, peak_gpu: float, pending_peak: int, rejected_total: int,
+              fragmented: float | None = None) -> dict:
     rejected = [min(rejected_total, rejected_total * i // 12) for i in range(SAMPLES)]
     pending = [max(0, pending_peak - abs(i - 10) * pending_peak // 8) for i in range(SAMPLES)]
     cpu = _ramp(peak_cpu, 8, 20)
-    return {
+    timeline = {
         "time": [60.0 * i for i in range(SAMPLES)],
         "cpu": cpu,
         "memory": [round(0.8 * v, 6) for v in cpu],
@@ -46,6 +47,9 @@ def _timeline(peak_cpu: float, peak_gpu: float, pending_peak: int, rejected_tota
         "pending": pending,
         "rejected": rejected,
     }
+    if fragmented is not None:
+        timeline["gpu_fragmentation"] = _ramp(fragmented, 10, 18)
+    return timeline
 
 
 def fixture_document() -> dict:
@@ -60,11 +64,14 @@ def fixture_document() -> dict:
                 "recreated": 48, "abandoned": 0, "finished": 300, "running_end": 71, "pending_end": 29,
                 "pinned_pods": 240, "aligned_pods": 225, "aligned_fraction": 0.9375,
                 "multi_numa_pods": 15, "mean_numa_distance": 13.4, "smt_shared_pods": 3,
+                "wait_mean": 41.25, "wait_p95": 300.0,
                 "numa_spread": {"1": 225, "2": 15}, "decisions": 912, "scheduler_seconds": 0.8,
                 "decisions_per_second": 1140.0, "end_time": 1740.0,
-                "timeline": _timeline(0.82, 0.7, 35, 48),
+                "timeline": _timeline(0.82, 0.7, 35, 48, 2.5),
+                "gpu_fragmentation_mean": 1.375, "gpu_fragmentation": 0.0,
                 "gpu_allocation_rate": {"50": 0.5, "100": 0.8811, "130": 0.9012},
                 "unallocated_gpus": {"50": 16.0, "100": 3.8, "130": 3.16},
+                "fragmented_gpus": {"50": 0.4, "100": 2.1, "130": 2.0},
             },
             "default": {
                 "arrived": 400, "scheduled": 352, "bound": 593, "rejected_admission": 241,
@@ -81,11 +88,14 @@ def fixture_document() -> dict:
                 "recreated": 0, "abandoned": 0, "finished": 310, "running_end": 78, "pending_end": 12,
                 "pinned_pods": 240, "aligned_pods": 240, "aligned_fraction": 1.0,
                 "multi_numa_pods": 0, "mean_numa_distance": None, "smt_shared_pods": 0,
+                "wait_mean": 12.5, "wait_p95": None,
                 "numa_spread": {"1": 240}, "decisions": 702, "scheduler_seconds": 0.6,
                 "decisions_per_second": 1170.0, "end_time": 1740.0,
-                "timeline": _timeline(0.9, 0.8, 20, 0),
+                "timeline": _timeline(0.9, 0.8, 20, 0, 0.75),
+                "gpu_fragmentation_mean": 0.4125, "gpu_fragmentation": 0.0,
                 "gpu_allocation_rate": {"50": 0.5, "100": 0.9523, "130": 0.9688},
                 "unallocated_gpus": {"50": 16.0, "100": 1.53, "130": 1.0},
+                "fragmented_gpus": {"50": 0.1, "100": 0.6, "130": 0.55},
             },
             "kube-config-binpack": {
                 "arrived": 400, "scheduled": 360, "bound": 470, "rejected_admission": 110,
@@ -140,16 +150,20 @@ def test_the_table_holds_every_scheduler_and_figure_in_a_stable_order(page):
     assert rows["pods arrived"] == [str(r["arrived"]) for r in runs]
     assert rows["scheduled (started on a node)"] == ["388", "352", "360", "371"]
     assert rows["rejected at admission"] == ["0", "241", "110", "48"]
-    assert rows["TopologyAffinityError"] == ["0", "230", "110", "41"]
-    assert rows["UnexpectedAdmissionError"] == ["0", "11", "0", "7"]
+    assert rows["NUMA alignment impossible (TopologyAffinityError)"] == ["0", "230", "110", "41"]
+    assert rows["aligned memory or devices not allocatable (UnexpectedAdmissionError)"] == ["0", "11", "0", "7"]
     assert rows["re-created after a rejection"] == ["0", "239", "110", "48"]
     assert rows["pending at the end"] == ["12", "46", "40", "29"]
+    assert rows["wait from arrival to start: mean, 95th percentile"] == ["12.5 s", "—", "—", "41.2 s, 300 s"]
     assert rows["aligned to the fewest NUMA nodes"] == [
         "100.0 % (240 of 240)", "83.8 % (201 of 240)", "91.2 % (219 of 240)", "93.8 % (225 of 240)"]
     assert rows["mean NUMA distance of multi-NUMA pods"] == ["—", "17.20 (39 pods)", "15.05 (21 pods)",
                                                                "13.40 (15 pods)"]
     assert rows["pods sharing a core with another pod"] == ["0", "12", "5", "3"]
-    assert rows["scheduler decisions per second"] == ["1170", "—", "501", "1140"]
+    assert rows["fragmented idle GPUs, mean over time"] == ["0.41", "—", "—", "1.38"]
+    assert rows["fragmented idle GPUs at the end"] == ["0.00", "—", "—", "0.00"]
+    assert rows["scheduler decisions per second (wall clock)"] == ["1170", "—", "501", "1140"]
+    assert list(rows).index("scheduler decisions per second (wall clock)") == len(rows) - 1
 
 
 def test_the_scenario_is_summarised(page):
@@ -163,10 +177,11 @@ def test_the_scenario_is_summarised(page):
 
 def test_every_plot_is_inline_svg(page):
     plots = re.findall(r'<figure id="([^"]+)">\s*<svg class="plot"', page)
-    assert plots == ["plot-allocation", "plot-rejected", "plot-pending", "plot-numa-spread", "plot-gpu-allocation"]
+    assert plots == ["plot-allocation", "plot-rejected", "plot-pending", "plot-gpu-fragmentation", "plot-numa-spread",
+                     "plot-gpu-allocation"]
     # matplotlib leaves each text as a comment beside its glyph paths: the panels drawn
     for title in ("CPU allocated", "memory allocated", "GPU allocated", "rejected pods (cumulative)",
-                  "pending pods", "GPU allocation rate (%)", "unallocated GPUs"):
+                  "pending pods", "fragmented idle GPUs", "GPU allocation rate (%)", "unallocated GPUs"):
         assert f"<!-- {title} -->" in page
     for name in ORDER:
         assert f"<!-- {name} -->" in page  # in the legends
@@ -238,7 +253,8 @@ def test_nulls_and_missing_figures_render_as_a_dash():
     rows = _table_cells(page)
     assert rows["scheduled (started on a node)"] == ["4", "3"]
     assert rows["aligned to the fewest NUMA nodes"] == ["—", "—"]
-    assert rows["scheduler decisions per second"] == ["—", "—"]
+    assert rows["scheduler decisions per second (wall clock)"] == ["—", "—"]
+    assert "fragmented idle GPUs, mean over time" not in rows  # no scheduler measured it
     assert "<dt>seed</dt><dd>—</dd>" in page
     assert "<svg" not in page and 'id="plots"' not in page  # no series, no plots section
 
@@ -248,7 +264,9 @@ def test_plots_appear_only_for_what_the_document_holds():
     for run in doc["schedulers"].values():
         run.pop("gpu_allocation_rate", None)
         run.pop("unallocated_gpus", None)
+        run.pop("fragmented_gpus", None)
         run.pop("numa_spread")
+        run["timeline"].pop("gpu_fragmentation", None)
         run["timeline"]["gpu"] = [0.0] * SAMPLES
     page = render_report(doc)
     assert re.findall(r'<figure id="([^"]+)">', page) == ["plot-allocation", "plot-rejected", "plot-pending"]
@@ -301,6 +319,10 @@ def _broken(path: tuple, value) -> dict:
      "schedulers.default.timeline.cpu"),
     (("schedulers", "toposched", "gpu_allocation_rate"), {"full": 0.9}, "schedulers.toposched.gpu_allocation_rate"),
     (("schedulers", "toposched", "unallocated_gpus", "100"), "1.5", "schedulers.toposched.unallocated_gpus.100"),
+    (("schedulers", "toposched", "fragmented_gpus", "130"), [], "schedulers.toposched.fragmented_gpus.130"),
+    (("schedulers", "toposched", "gpu_fragmentation_mean"), "low", "schedulers.toposched.gpu_fragmentation_mean"),
+    (("schedulers", "toposched", "timeline", "gpu_fragmentation"), [0.1] * (SAMPLES - 1),
+     "schedulers.toposched.timeline.gpu_fragmentation"),
 ])
 def test_a_malformed_document_names_the_field(path, value, field):
     with pytest.raises(InputError) as err:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -22,6 +23,7 @@ from toposched.sim.fgd_experiment import (
     fgd_summary,
     run_fgd_experiment,
 )
+from toposched.sim.metrics import reason_meaning
 from toposched.sim.report import write_report
 from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario
 
@@ -29,18 +31,25 @@ __all__ = ["simulate", "summary_table"]
 
 DEFAULT_REPORT_DIR = Path("toposched-report")
 
-# Rows of the terminal table: (label, key in a scheduler's metrics, how to show it).
+# Rows of the terminal table: (label, key in a scheduler's metrics, how to show it). The rejection
+# reasons follow "rejected at admission" (their meaning goes in the caption); rows whose figure no
+# scheduler has are left out. Labels are short so four schedulers fit an 80-column terminal.
 _ROWS: tuple[tuple[str, str, str], ...] = (
     ("pods scheduled", "scheduled", "int"),
     ("rejected at admission", "rejected_admission", "int"),
     ("re-created", "recreated", "int"),
     ("given up", "abandoned", "int"),
     ("pending at the end", "pending_end", "int"),
-    ("aligned to fewest NUMA nodes", "aligned_fraction", "pct"),
-    ("mean NUMA distance (multi-NUMA pods)", "mean_numa_distance", "float"),
-    ("pods sharing a core with another pod", "smt_shared_pods", "int"),
-    ("decisions per second (wall)", "decisions_per_second", "int"),
+    ("wait to start: mean (s)", "wait_mean", "float"),
+    ("wait to start: p95 (s)", "wait_p95", "float"),
+    ("aligned to fewest NUMA", "aligned_fraction", "pct"),
+    ("NUMA distance, multi-NUMA", "mean_numa_distance", "float"),
+    ("sharing a core (SMT)", "smt_shared_pods", "int"),
+    ("fragmented GPUs: mean", "gpu_fragmentation_mean", "gpus"),
+    ("fragmented GPUs: end", "gpu_fragmentation", "gpus"),
+    ("decisions/s (wall clock)", "decisions_per_second", "int"),
 )
+_FRAGMENTATION_NOTE = "fragmented GPUs: idle GPU capacity the workload's GPU pods could not use (FGD paper)"
 
 
 def _cell(value: Any, kind: str) -> str:
@@ -50,23 +59,37 @@ def _cell(value: Any, kind: str) -> str:
         return f"{100 * value:.1f}%"
     if kind == "float":
         return f"{value:.1f}"
+    if kind == "gpus":
+        return f"{value:.2f}"
     return f"{int(round(value)):,}"
 
 
 def summary_table(metrics: dict[str, Any]) -> Table:
-    """The comparison a person reads first: one column per scheduler."""
+    """The comparison a person reads first: one column per scheduler, the admission rejections by
+    reason under their total, and a caption saying what each reason means."""
     names = list(metrics["schedulers"])
+    runs = [metrics["schedulers"][n] for n in names]
     scenario = metrics["scenario"]
-    table = Table(title=f"{scenario['name']}: {scenario['pods']:,} pods on {scenario['nodes']:,} nodes")
-    table.add_column("")
+    table = Table(title=f"{scenario['name']}: {scenario['pods']:,} pods on {scenario['nodes']:,} nodes",
+                  box=box.SIMPLE_HEAD, caption_justify="left")
+    table.add_column("", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", overflow="fold")
+    reasons = sorted({r for run in runs for r in run.get("rejections", {})})
+    notes = []
     for label, key, kind in _ROWS:
-        table.add_row(label, *(_cell(metrics["schedulers"][n].get(key), kind) for n in names))
-    reasons = sorted({r for n in names for r in metrics["schedulers"][n]["rejections"]})
-    for reason in reasons:
-        counts = (metrics["schedulers"][n]["rejections"].get(reason, 0) for n in names)
-        table.add_row(f"  {reason}", *(_cell(count, "int") for count in counts))
+        if all(run.get(key) is None for run in runs) and key != "decisions_per_second":
+            continue
+        table.add_row(label, *(_cell(run.get(key), kind) for run in runs))
+        if key == "rejected_admission":
+            for reason in reasons:
+                table.add_row(f"  {reason}", *(_cell(run.get("rejections", {}).get(reason, 0), "int") for run in runs))
+                meaning = reason_meaning(reason)
+                if meaning:
+                    notes.append(f"{reason}: {meaning}")
+        if key == "gpu_fragmentation_mean":
+            notes.append(_FRAGMENTATION_NOTE)
+    table.caption = "\n".join(notes) or None
     return table
 
 
@@ -84,14 +107,22 @@ def simulate(
                                    "with --fgd also of the cloned pods and the Random policy (default 42)."),
     report_interval: float | None = typer.Option(None, "--report-interval", help="Seconds between node reports."),
     report: Path = typer.Option(DEFAULT_REPORT_DIR, "--report", help="Folder for report.html and metrics.json."),
-    wall_clock: bool = typer.Option(True, "--wall-clock/--no-wall-clock", help="Measure the schedulers' own "
-                                    "time (decisions per second); without it metrics.json is byte-identical per seed."),
+    wall_clock: bool = typer.Option(True, "--wall-clock/--no-wall-clock", help="Time the schedulers on the wall "
+                                    "clock (decisions per second). These figures (scheduler_seconds, "
+                                    "decisions_per_second; wall_seconds with --fgd) are the only ones that change "
+                                    "between runs of one seed: --no-wall-clock leaves them null, and metrics.json "
+                                    "and report.html are then byte-identical for the same scenario and seed."),
     fgd: bool = typer.Option(False, "--fgd", help="Run the FGD paper's experiment instead (docs/sim/fgd.md): pods "
                              "arrive in order and never leave until they ask for 130% of the GPUs; GPU allocation "
                              "rate by arrived load. Schedulers: toposched-fgd, toposched-bestfit, toposched-dotprod, "
                              "toposched-gpupacking, toposched-gpuclustering, toposched-random, default."),
 ) -> None:
-    """Compare schedulers on one simulated cluster and workload; write report.html and metrics.json."""
+    """Compare schedulers on one simulated cluster and workload; write report.html and metrics.json.
+
+    Without arguments: the bundled scenario, 200 nodes and 3,000 pods past saturation, four schedulers.
+
+    Every figure but the wall-clock ones depends only on the scenario and the seed (--no-wall-clock).
+    """
     console = Console(stderr=True)
     try:
         loaded = _scenario(scenario, nodes, pods, seed, report_interval)

@@ -2,8 +2,12 @@
 
 * ``default``: kube-scheduler's topology-blind behaviour (NodeResourcesFit LeastAllocated plus
   BalancedAllocation); it sees Node objects only. The node's kubelet rejects what it cannot align.
-* ``nrt-match``: scheduler-plugins' NodeResourceTopologyMatch semantics; it sees Node objects and
-  the NodeResourceTopology reports as published, so its view lags by up to one report interval.
+* ``nrt-match``: scheduler-plugins' NodeResourceTopologyMatch as their documented example deploys
+  it (toposched/data/sim/nrt-match.yaml): the plugin added to kube-scheduler's default plugins, so
+  NodeResourcesFit (LeastAllocated) and BalancedAllocation keep scoring beside it. It sees Node
+  objects and the NodeResourceTopology reports as published, so its NUMA view lags by up to one
+  report interval. (The scheduler core's built-in ``nrt-match`` profile lets the plugin score
+  alone; docs/sim/engine.md says why the simulator does not compare against that.)
 * ``nrt-match-overreserve``: the same with scheduler-plugins' overreserve NRT cache
   (``cacheResyncPeriodSeconds: 5``, toposched/data/sim/nrt-match-overreserve.yaml); it sees what
   ``nrt-match`` sees.
@@ -103,15 +107,16 @@ def contender_from_config(config: str | Path, profile: str | None = None) -> Con
     return Contender(profile or path.stem, profile, path)
 
 
+def _sim_config(file: str) -> Path:
+    return Path(str(resources.files("toposched") / "data" / "sim" / file))
+
+
 def contender(name: str) -> Contender:
     """A built-in contender by name (:data:`BUILTIN_CONTENDERS`)."""
     if name == "default":
         return Contender("default", "default")
-    if name == "nrt-match":
-        return Contender("nrt-match", "nrt-match", reads_reports=True)
-    if name == "nrt-match-overreserve":
-        config = Path(str(resources.files("toposched") / "data" / "sim" / "nrt-match-overreserve.yaml"))
-        return Contender(name, name, config, reads_reports=True)
+    if name in ("nrt-match", "nrt-match-overreserve"):
+        return Contender(name, name, _sim_config(f"{name}.yaml"), reads_reports=True)
     if name == "toposched":
         return Contender("toposched", "toposched", knows_hardware=True, reads_reports=True)
     raise InputError(f"unknown scheduler {name!r}; built in: {', '.join(BUILTIN_CONTENDERS)} "

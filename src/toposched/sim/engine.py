@@ -12,6 +12,11 @@ predict the kubelet) and it runs for its duration, then departs. A rejected pod 
 when it has an owner, re-created after a backoff that doubles per attempt, like a ReplicaSet
 replacing a failed pod. A pod that finds no node waits; pods of one shape wait in one line and
 only its head is retried, when the cluster changed and at most every ``retry_interval``.
+
+Before the run, each pod's GPU models become a node selector the schedulers see
+(:mod:`toposched.sim.gpu_models`). Samples of the time series also measure the GPUs themselves:
+the milli-GPU held (whole GPUs and shares) and the FGD paper's fragmentation of the idle rest
+against the GPU pods of the workload (:mod:`toposched.sim.fragmentation`).
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toposched.devices.fgd import MILLI
 from toposched.errors import InputError
 from toposched.scheduler import Scheduler
 from toposched.sim.contenders import Contender
+from toposched.sim.fragmentation import ClusterGPUs, gpu_target_workload
+from toposched.sim.gpu_models import select_gpu_models
 from toposched.sim.model import SimNode, SimPod
 from toposched.sim.truth import NodeTruth, RunningPod
 from toposched.workload import Pod
@@ -90,6 +98,7 @@ class RunResult:
     running_end: int = 0
     pending_end: int = 0
     started: list[RunningPod] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)  # per started pod: seconds since its workload pod arrived
     samples: list[dict[str, Any]] = field(default_factory=list)
     scheduler_seconds: float | None = None
     end_time: float = 0.0
@@ -115,8 +124,9 @@ class Simulation:
         if len(set(names)) != len(names):
             dupes = sorted({n for n in names if names.count(n) > 1})
             raise InputError(f"node names repeat: {dupes}", field="nodes", source="simulation")
-        self.nodes = list(nodes)
-        self.pods = sorted(pods, key=lambda p: p.arrival)
+        # A pod's GPU models become a node selector, and the nodes the labels it selects on.
+        self.nodes, selected = select_gpu_models(nodes, pods)
+        self.pods = sorted(selected, key=lambda p: p.arrival)
         self.contender = contender
         self.config = config or SimConfig()
         self.timer = timer
@@ -153,6 +163,14 @@ class _Run:
         for truth in self.truths.values():
             self.capacity.update({k: v for k, v in truth.allocatable.items() if k != "pods"})
         self.used: Counter = Counter()  # what running pods request, cluster-wide
+        self.gpus = ClusterGPUs([self.truths[n.name] for n in sim.nodes], self._target_workload())
+
+    def _target_workload(self):
+        """The GPU pods of the workload that arrive before the horizon, as FGD's target workload."""
+        horizon = self.config.horizon
+        memory = min((d.memory for t in self.truths.values() for d in t.gpus.devices), default=None)
+        return gpu_target_workload((p for p in self.sim.pods if horizon is None or p.arrival <= horizon),
+                                   gpu_memory=memory)
 
     def push(self, time: float, kind: int, data: Any = None) -> None:
         self._seq += 1
@@ -189,7 +207,8 @@ class _Run:
         r = self.result
         r.end_time = self.now
         r.running_end = len(self.running)
-        r.pending_end = sum(len(q) for q in self.waiting.values())
+        # Replacements still in their backoff when a horizon stops the run wait too.
+        r.pending_end = sum(len(q) for q in self.waiting.values()) + sum(1 for e in self.events if e[1] == _RETRY)
         r.scheduler_seconds = self.elapsed if self.sim.timer is not None else None
         return r
 
@@ -287,6 +306,7 @@ class _Run:
         self.running[pod.uid or pod.key] = instance
         self.result.scheduled += 1
         self.result.started.append(outcome.running)
+        self.result.waits.append(self.now - instance.source.arrival)
         if instance.source.duration is not None:
             self.push(self.now + instance.source.duration, _DEPART, instance)
         if self.config.report_on_events and self.reports:
@@ -301,7 +321,8 @@ class _Run:
         attempt = instance.attempt + 1
         base = instance.source.pod
         pod = dataclasses.replace(base, name=f"{base.name}-{attempt}", uid=f"{base.uid or base.key}-{attempt}")
-        delay = min(self.config.max_backoff, self.config.backoff * 2 ** (attempt - 1))
+        # The exponent is capped: the delay reached max_backoff long before, and 2.0 ** 1024 overflows.
+        delay = min(self.config.max_backoff, self.config.backoff * 2.0 ** min(attempt - 1, 60))
         self.result.recreated += 1
         self.push(self.now + delay, _RETRY, _Instance(instance.source, pod, attempt))
 
@@ -309,9 +330,12 @@ class _Run:
 
     def _sample(self) -> None:
         capacity, used = self.capacity, self.used
+        gpu_allocated, fragmented = self.gpus.measure()
         self.result.samples.append({
             "time": self.now,
             "allocated": {k: used.get(k, 0) / capacity[k] for k in sorted(capacity) if capacity[k]},
+            "gpu": gpu_allocated / self.gpus.capacity if self.gpus.capacity else 0.0,
+            "gpu_fragmentation": None if fragmented is None else fragmented / MILLI,
             "running": len(self.running),
             "pending": sum(len(q) for q in self.waiting.values()),
             "rejected": sum(self.result.rejected.values()),

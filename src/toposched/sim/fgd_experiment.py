@@ -33,13 +33,15 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from toposched.devices.fgd import Task
-from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU, pod_task
+from toposched.devices.fgd import TargetWorkload, Task
+from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU
 from toposched.errors import InputError
 from toposched.scheduler import Scheduler
 from toposched.scheduler.plugins.gpu_share import GPUShare
 from toposched.sim.contenders import Contender, contender
 from toposched.sim.engine import RunResult
+from toposched.sim.fragmentation import TARGET_COVERAGE, ClusterGPUs, gpu_task
+from toposched.sim.gpu_models import select_gpu_models
 from toposched.sim.metrics import run_metrics
 from toposched.sim.model import SimNode, SimPod
 from toposched.sim.truth import NodeTruth
@@ -72,7 +74,7 @@ FGD_SCHEDULERS = (*FGD_POLICIES, "default")
 DEFAULT_FGD_SCHEDULERS = ("toposched-fgd", "toposched-bestfit", "default")
 #: The paper's published GPU allocation rates at 100 % arrived load on openb_pod_list_default.csv.
 PAPER_RATES = {"FGD": 0.9523, "BestFit": 0.9286}
-FGD_COVERAGE = 0.95  # the share of the trace's pods the target workload's types cover (paper's runs)
+FGD_COVERAGE = TARGET_COVERAGE  # the share of the trace's pods the target workload's types cover (paper's runs)
 FGD_SEED = 42  # the first seed of the paper's runs (tune seeds 42-51)
 MAX_LOAD = 130
 STEP = 5
@@ -118,11 +120,6 @@ def sharing_form(pod: SimPod, _cache: dict[int, Container] | None = None) -> Sim
     return dataclasses.replace(pod, pod=spec)
 
 
-def _task(pod: SimPod) -> Task:
-    task = pod_task(pod.pod)
-    return dataclasses.replace(task, gpu_models=frozenset(pod.gpu_models)) if pod.gpu_models else task
-
-
 def fgd_arrivals(pods: Sequence[SimPod], capacity_milli: int, *, max_load: int = MAX_LOAD,
                  seed: int = FGD_SEED, shuffle: bool = False) -> tuple[list[SimPod], int]:
     """The pods that arrive, in order, and how many of them are clones of trace pods.
@@ -137,7 +134,7 @@ def fgd_arrivals(pods: Sequence[SimPod], capacity_milli: int, *, max_load: int =
         raise InputError("the FGD experiment needs nodes with GPUs", field="nodes")
     cache: dict[int, Container] = {}
     trace = [sharing_form(p, cache) for p in sorted(pods, key=lambda p: p.arrival)]
-    milli = [_task(p).total_milli for p in trace]
+    milli = [gpu_task(p).total_milli for p in trace]
     if not any(milli):
         raise InputError("the FGD experiment needs pods that ask for GPUs", field="pods")
     draw = random.Random(seed)
@@ -233,8 +230,9 @@ def run_fgd_experiment(
                                                                    for n in DEFAULT_FGD_SCHEDULERS]
     capacity = _MILLI * sum(len(NodeTruth(n).gpus.devices) for n in nodes)
     arrivals, clones = fgd_arrivals(pods, capacity, max_load=max_load, seed=seed, shuffle=shuffle)
-    milli = [_task(p).total_milli for p in arrivals]
-    target = [_task(p) for p in pods]
+    nodes, arrivals = select_gpu_models(nodes, arrivals)
+    milli = [gpu_task(p).total_milli for p in arrivals]
+    target = [gpu_task(p) for p in pods]
     out: dict[str, Any] = {
         "scenario": {
             "name": name, "experiment": "fgd", "seed": seed, "nodes": len(nodes), "pods": len(arrivals),
@@ -266,10 +264,14 @@ class _Run:
         self.result = RunResult(contender.name, len(nodes))
         self.rates: dict[str, float] = {}
         self.unallocated: dict[str, float] = {}
+        self.fragmented: dict[str, float] = {}
         self.allocated = 0
+        self.gpus = ClusterGPUs(list(truths.values()), None)
 
     def set_target_workload(self, tasks: list[Task], coverage: float) -> None:
-        """Give every GPUShare of the profile that packs by FGD its target workload."""
+        """Measure fragmentation against this target workload, and give it to every GPUShare of the
+        profile that packs by FGD."""
+        self.gpus = ClusterGPUs(self.gpus.truths, TargetWorkload.from_tasks(tasks, coverage=coverage))
         plugins = {id(p): p for p in (*self.scheduler.profile.filters, *(p for p, _ in self.scheduler.profile.scores))}
         for plugin in plugins.values():
             if isinstance(plugin, GPUShare) and plugin.policy_name == "FGD":
@@ -278,6 +280,9 @@ class _Run:
     def _record(self, load: int) -> None:
         self.rates[str(load)] = round(self.allocated / self.capacity, 6)
         self.unallocated[str(load)] = round((self.capacity - self.allocated) / _MILLI, 3)
+        fragmented = self.gpus.measure()[1]
+        if fragmented is not None:
+            self.fragmented[str(load)] = round(fragmented / _MILLI, 3)
 
     def execute(self, arrivals: list[SimPod], milli: list[int],
                 progress: Callable[[int, int], None] | None) -> dict[str, Any]:
@@ -315,6 +320,8 @@ class _Run:
         metrics.update({
             "gpu_allocation_rate": self.rates,
             "unallocated_gpus": self.unallocated,
+            "fragmented_gpus": self.fragmented or None,
+            "gpu_fragmentation": self.fragmented[str(steps[-1])] if self.fragmented else None,
             "allocated_gpus": round(self.allocated / _MILLI, 3),
             "arrived_gpus": round(arrived / _MILLI, 3),
             "wall_seconds": None if wall is None else round(wall, 6),

@@ -36,7 +36,13 @@ from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import canonical_units
 from toposched.scheduler.nodes import Taint
-from toposched.sim.model import CPU_ENFORCEMENT_AGENT, CPU_ENFORCEMENT_KUBELET, GPU_MODEL_LABEL, SimNode
+from toposched.sim.model import (
+    CPU_ENFORCEMENT_AGENT,
+    CPU_ENFORCEMENT_KUBELET,
+    GPU_MODEL_LABEL,
+    GPU_PRODUCT_LABEL,
+    SimNode,
+)
 from toposched.topology import Device, DeviceKind, LogicalCPU, Machine, NUMANode
 from toposched.topology.cpuset import CPUSet
 from toposched.topology.hwloc import read_hwloc_xml
@@ -407,11 +413,12 @@ def sim_node(
     labels: Mapping[str, str] | None = None,
     taints: Iterable[Taint] = (),
 ) -> SimNode:
-    """A :class:`SimNode` with the hostname label, and the GPU model label when ``gpu_model`` is given."""
+    """A :class:`SimNode` with the hostname label, and the GPU model labels when ``gpu_model`` is given
+    (``nvidia.com/gpu.product`` and ``toposched.io/gpu-model``)."""
     _check_enforcement(cpu_enforcement)
     all_labels = {_HOSTNAME_LABEL: name, **(labels or {})}
     if gpu_model:
-        all_labels[GPU_MODEL_LABEL] = gpu_model
+        all_labels[GPU_PRODUCT_LABEL] = all_labels[GPU_MODEL_LABEL] = gpu_model
     return SimNode(name, machine, kubelet, labels=all_labels, taints=tuple(taints), cpu_enforcement=cpu_enforcement,
                    device_plugins=plugins, gpu_model=gpu_model or None, profile=profile)
 

@@ -16,11 +16,14 @@ from toposched.scheduler.nodes import Taint
 from toposched.topology import Machine
 from toposched.workload import Pod
 
-__all__ = ["CPU_ENFORCEMENT_AGENT", "CPU_ENFORCEMENT_KUBELET", "GPU_MODEL_LABEL", "SimNode", "SimPod"]
+__all__ = ["CPU_ENFORCEMENT_AGENT", "CPU_ENFORCEMENT_KUBELET", "GPU_MODEL_LABEL", "GPU_PRODUCT_LABEL", "SimNode", "SimPod"]
 
 CPU_ENFORCEMENT_KUBELET = "kubelet"
 CPU_ENFORCEMENT_AGENT = "agent"
-# Node label carrying the GPU model (the trace's ``model`` column); pods that require a model select on it.
+# Node label carrying the GPU model as NVIDIA's GPU feature discovery publishes it; pods that
+# require a model select on it (toposched.sim.gpu_models).
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# The same model under toposched's own key, which the GPUShare plugin reads for its packing policy.
 GPU_MODEL_LABEL = "toposched.io/gpu-model"
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -57,7 +60,8 @@ class SimPod:
     ``duration`` is seconds of simulated run time (None: runs until the simulation ends).
     ``owner`` names the controller (a ReplicaSet, a Job) that re-creates the pod after the
     node rejected it; None for a bare pod. ``gpu_models`` lists the GPU models the pod may run
-    on (empty: any), as the trace's ``gpu_spec`` column gives them.
+    on (empty: any), as the trace's ``gpu_spec`` column gives them; the simulation turns them into
+    a node selector on the pod (:func:`toposched.sim.gpu_models.select_gpu_models`).
     """
 
     pod: Pod

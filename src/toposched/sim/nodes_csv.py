@@ -188,7 +188,8 @@ def read_alibaba_nodes(
     """The nodes of an Alibaba ``openb_node_list_*.csv``, in file order, named by ``sn``.
 
     Layout by :func:`trace_machine`; kubelet ``kubelet`` or :func:`trace_kubelet`; GPU nodes
-    carry their model as ``SimNode.gpu_model`` and the ``toposched.io/gpu-model`` label.
+    carry their model as ``SimNode.gpu_model`` and the labels ``nvidia.com/gpu.product`` and
+    ``toposched.io/gpu-model``.
     Nodes of the same totals share one (immutable) machine.
     """
     config = kubelet or trace_kubelet()

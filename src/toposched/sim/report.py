@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 from matplotlib.figure import Figure
 
 from toposched.errors import InputError
+from toposched.sim.metrics import reason_label
 
 __all__ = ["REPORT_FILE", "render_report", "write_report"]
 
@@ -64,7 +65,7 @@ _SVG_METADATA = {"Creator": None, "Date": None, "Format": None, "Type": None}
 # The figures of a scheduler's object the table shows (each a number or null when present).
 _TABLE_FIGURES = ("arrived", "scheduled", "rejected_admission", "recreated", "pending_end", "aligned_fraction",
                   "aligned_pods", "pinned_pods", "mean_numa_distance", "multi_numa_pods", "smt_shared_pods",
-                  "decisions_per_second")
+                  "wait_mean", "wait_p95", "gpu_fragmentation_mean", "gpu_fragmentation", "decisions_per_second")
 
 # The timeline's resource series, in plot order, with their titles.
 _RESOURCES = (("cpu", "CPU"), ("memory", "memory"), ("gpu", "GPU"))
@@ -84,6 +85,7 @@ class _Run:
     numa_spread: dict[int, int] | None
     gpu_allocation_rate: list[tuple[float, float | None]] | None
     unallocated_gpus: list[tuple[float, float | None]] | None
+    fragmented_gpus: list[tuple[float, float | None]] | None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def _runs(metrics: Mapping[str, Any], source: str) -> list[_Run]:
             numa_spread=_spread(values.get("numa_spread"), f"{where}.numa_spread", source),
             gpu_allocation_rate=_by_load(values.get("gpu_allocation_rate"), f"{where}.gpu_allocation_rate", source),
             unallocated_gpus=_by_load(values.get("unallocated_gpus"), f"{where}.unallocated_gpus", source),
+            fragmented_gpus=_by_load(values.get("fragmented_gpus"), f"{where}.fragmented_gpus", source),
         ))
     return runs
 
@@ -304,6 +307,16 @@ def _distance(value: Any, pods: Any) -> str:
     return f"{value:.2f} ({_count(pods)} pods)" if pods is not None else f"{value:.2f}"
 
 
+def _waits(mean: Any, p95: Any) -> str:
+    if mean is None:
+        return NULL
+    return f"{mean:.1f} s, {p95:.0f} s" if p95 is not None else f"{mean:.1f} s"
+
+
+def _gpus(value: Any) -> str:
+    return NULL if value is None else f"{value:.2f}"
+
+
 def _rate(value: Any) -> str:
     if value is None:
         return NULL
@@ -321,18 +334,24 @@ def _rows(runs: list[_Run]) -> list[_Row]:
     ]
     reasons = sorted({reason for r in runs for reason in (r.rejections or {})})
     for reason in reasons:
-        rows.append(_Row(reason, tuple(NULL if r.rejections is None else str(r.rejections.get(reason, 0))
-                                       for r in runs), detail=True))
+        rows.append(_Row(reason_label(reason), tuple(NULL if r.rejections is None else str(r.rejections.get(reason, 0))
+                                                     for r in runs), detail=True))
     rows += [
         row("re-created after a rejection", lambda v: _count(v.get("recreated"))),
         row("pending at the end", lambda v: _count(v.get("pending_end"))),
+        row("wait from arrival to start: mean, 95th percentile", lambda v: _waits(v.get("wait_mean"),
+                                                                                   v.get("wait_p95"))),
         row("aligned to the fewest NUMA nodes", lambda v: _share(v.get("aligned_fraction"), v.get("aligned_pods"),
                                                                  v.get("pinned_pods"))),
         row("mean NUMA distance of multi-NUMA pods", lambda v: _distance(v.get("mean_numa_distance"),
                                                                           v.get("multi_numa_pods"))),
         row("pods sharing a core with another pod", lambda v: _count(v.get("smt_shared_pods"))),
-        row("scheduler decisions per second", lambda v: _rate(v.get("decisions_per_second"))),
     ]
+    for key, label in (("gpu_fragmentation_mean", "fragmented idle GPUs, mean over time"),
+                       ("gpu_fragmentation", "fragmented idle GPUs at the end")):
+        if any(r.values.get(key) is not None for r in runs):
+            rows.append(row(label, lambda v, key=key: _gpus(v.get(key))))
+    rows.append(row("scheduler decisions per second (wall clock)", lambda v: _rate(v.get("decisions_per_second"))))
     return rows
 
 
@@ -353,6 +372,11 @@ def _plots(runs: list[_Run]) -> list[_Plot]:
                            "Pods waiting for a node at each sample. Pods wait when no node has room for them; "
                            "re-created pods wait out their controller's backoff first.",
                            "pending pods"),
+            _timeline_plot(runs, "gpu_fragmentation", "GPU fragmentation over time",
+                           "Idle GPU capacity, in GPUs, that the workload's GPU pods could not use where it sits (the "
+                           "FGD paper's measure: a GPU pod cannot use a node's idle GPUs when it does not fit there, "
+                           "nor the part of them on GPUs with less free than it asks). Lower is better packing.",
+                           "fragmented idle GPUs", name="gpu-fragmentation"),
             _spread_plot(runs),
             _gpu_plot(runs),
         ]
@@ -398,7 +422,8 @@ def _allocation_plot(runs: list[_Run]) -> _Plot | None:
                  "packs well keeps more of the cluster busy under the same load.")
 
 
-def _timeline_plot(runs: list[_Run], key: str, title: str, caption: str, ylabel: str) -> _Plot | None:
+def _timeline_plot(runs: list[_Run], key: str, title: str, caption: str, ylabel: str,
+                   name: str | None = None) -> _Plot | None:
     timed = [r for r in runs if r.timeline and key in r.timeline]
     if not timed:
         return None
@@ -411,7 +436,7 @@ def _timeline_plot(runs: list[_Run], key: str, title: str, caption: str, ylabel:
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     _legend(figure, ax)
-    return _plot(figure, key, title, caption)
+    return _plot(figure, name or key, title, caption)
 
 
 def _spread_plot(runs: list[_Run]) -> _Plot | None:
@@ -438,7 +463,8 @@ def _spread_plot(runs: list[_Run]) -> _Plot | None:
 
 def _gpu_plot(runs: list[_Run]) -> _Plot | None:
     panels = [(attr, label) for attr, label in (("gpu_allocation_rate", "GPU allocation rate (%)"),
-                                                ("unallocated_gpus", "unallocated GPUs"))
+                                                ("unallocated_gpus", "unallocated GPUs"),
+                                                ("fragmented_gpus", "fragmented idle GPUs"))
               if any(getattr(r, attr) for r in runs)]
     if not panels:
         return None
@@ -457,7 +483,8 @@ def _gpu_plot(runs: list[_Run]) -> _Plot | None:
     _legend(figure, axes[0])
     return _plot(figure, "gpu-allocation", "GPU allocation vs arrived load",
                  "Pods arrive and never leave until their GPU requests reach the given share of the cluster's "
-                 "GPUs (the FGD experiment). Higher allocation and fewer unallocated GPUs mean less fragmentation.")
+                 "GPUs (the FGD experiment). Higher allocation and fewer unallocated and fragmented GPUs mean "
+                 "better packing.")
 
 
 def _figure(width: float) -> Figure:

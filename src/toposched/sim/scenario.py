@@ -10,7 +10,7 @@ A scenario file (YAML) has four keys, all optional except ``nodes``::
       synthetic: {pods: 4000}
       ramp: {start: 0.5, end: 2.0}
     simulation: {reportInterval: 60, retryInterval: 10, backoff: 10, maxBackoff: 300}
-    schedulers: [toposched, default, nrt-match]
+    schedulers: [toposched, default, nrt-match, nrt-match-overreserve]
 
 The bundled default (``toposched simulate`` with no arguments) is ``data/sim/default-scenario.yaml``.
 """
@@ -60,7 +60,8 @@ class Scenario:
         """The scenario's summary for ``metrics.json``."""
         return {"name": self.name, "seed": self.seed, "nodes": len(self.nodes), "pods": len(self.pods),
                 "report_interval": self.config.report_interval, "retry_interval": self.config.retry_interval,
-                "backoff": self.config.backoff}
+                "backoff": self.config.backoff, "max_recreations": self.config.max_recreations,
+                "horizon": self.config.horizon}
 
 
 def load_pods(path: str | os.PathLike[str]) -> list[SimPod]:

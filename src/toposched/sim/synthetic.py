@@ -11,6 +11,11 @@ Five kinds of pod (:data:`POD_KINDS`), each owned by one of a few controllers pe
 * ``burstable``: CPU and memory requests with limits twice as large;
 * ``besteffort``: no requests at all.
 
+GPU pods (``training`` and ``inference``) tolerate the taint ``nvidia.com/gpu:NoSchedule`` that GPU
+node pools commonly carry to keep other pods off their CPUs (Kubernetes' ExtendedResourceToleration
+admission plugin adds that toleration to pods asking for ``nvidia.com/gpu``; share pods are given it
+the same way).
+
 Arrivals are a Poisson process whose rate ramps linearly, pod by pod, from ``rate_start`` to
 ``rate_end`` (:func:`ramp_past_saturation` sets them around a cluster's saturation rate); run
 times are lognormal around a per-kind median. Everything is drawn from one
@@ -31,7 +36,7 @@ from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.scheduler.intent import DEVICE_SCOPE_ANNOTATION, NUMA_POLICY_ANNOTATION
 from toposched.sim.model import SimNode, SimPod
-from toposched.workload import Container, Pod
+from toposched.workload import Container, Pod, Toleration
 
 __all__ = [
     "KIND_BEST_EFFORT",
@@ -39,6 +44,7 @@ __all__ = [
     "KIND_INFERENCE",
     "KIND_LATENCY",
     "KIND_TRAINING",
+    "GPU_TOLERATION",
     "POD_KINDS",
     "RDMA_HCA",
     "SyntheticConfig",
@@ -55,6 +61,8 @@ KIND_BURSTABLE = "burstable"
 KIND_BEST_EFFORT = "besteffort"
 POD_KINDS = (KIND_LATENCY, KIND_TRAINING, KIND_INFERENCE, KIND_BURSTABLE, KIND_BEST_EFFORT)
 RDMA_HCA = "rdma/hca"
+#: The toleration of GPU pods: GPU nodes tainted ``nvidia.com/gpu:NoSchedule`` take only pods that have it.
+GPU_TOLERATION = Toleration(NVIDIA_GPU, "Exists", effect="NoSchedule")
 
 _SOURCE = "synthetic workload"
 _GIB = 2**30
@@ -178,8 +186,9 @@ def generate_workload(config: SyntheticConfig | None = None, *, seed: int = 0) -
         containers, annotations = _shape(kind, config, rnd)
         duration = rnd.lognormvariate(math.log(config.duration_median[kind]), config.duration_sigma)
         name = f"{kind}-{i:0{width}d}"
+        tolerations = (GPU_TOLERATION,) if kind in (KIND_TRAINING, KIND_INFERENCE) else ()
         pod = Pod(name, namespace=config.namespace, uid=name, containers=containers, annotations=annotations,
-                  labels={"app": owner})
+                  labels={"app": owner}, tolerations=tolerations)
         out.append(SimPod(pod, now, duration, owner=owner))
     return out
 

@@ -1,8 +1,9 @@
 """A simulated node's ground truth: what really runs there, decided as the real node decides.
 
-On a kubelet-managed node the node's own kubelet model admits or rejects every pod that is
-bound to it, choosing exact CPUs, memory and devices itself (TopologyAffinityError and the other
-upstream reasons included). On an agent-managed node the kubelet only checks allocatable and
+The kubelet's own predicates come first: a pod whose node selector the node's labels do not
+match is rejected (``NodeAffinity``). On a kubelet-managed node the node's own kubelet model
+admits or rejects every pod that is bound to it, choosing exact CPUs, memory and devices itself
+(TopologyAffinityError and the other upstream reasons included). On an agent-managed node the kubelet only checks allocatable and
 the toposched agent applies the scheduler's placement as given; the truth refuses a placement
 that would give a CPU to two pods or over-commit a NUMA node's memory, so a scheduler bug shows
 up as a rejection instead of silently corrupting the simulation. Shares of GPUs
@@ -10,9 +11,9 @@ up as a rejection instead of silently corrupting the simulation. Shares of GPUs
 (the node side enforces it, as koordlet does); without one the node picks the best-fitting GPU
 itself, and a pod no GPU can take is rejected (``GPUShareError``).
 
-Each admitted pod is recorded with the facts the metrics need: its NUMA nodes, its exclusive
-CPUs, whether it sits on the fewest NUMA nodes its aligned request could take on this machine,
-and the NUMA distance it spans.
+Each admitted pod is recorded with the facts the metrics need: its node, its NUMA nodes, its
+exclusive CPUs, whether it sits on the fewest NUMA nodes its aligned request could take on this
+machine, and the NUMA distance it spans.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from toposched.devices import DeviceInventory
+from toposched.devices.fgd import NodeView
 from toposched.devices.koordinator import gpu_allocation, parse_device_allocated
 from toposched.devices.share import (
     GPUAllocation,
@@ -52,6 +54,7 @@ class RunningPod:
     """A pod the node admitted, with the facts the metrics read."""
 
     pod: Pod
+    node: str  # the node's name
     start: float
     numa_nodes: frozenset[int]
     cpus: CPUSet  # exclusive CPUs (empty: the shared pool)
@@ -101,7 +104,15 @@ class NodeTruth:
     # ---- admission ---------------------------------------------------------------------------
 
     def admit(self, pod: Pod, placement: Placement | None, now: float) -> Outcome:
-        """Admit a pod bound here, as the node would; a rejection changes nothing."""
+        """Admit a pod bound here, as the node would; a rejection changes nothing.
+
+        The kubelet's own predicates come first: a pod whose ``nodeSelector`` does not match the
+        node's labels is rejected with upstream's reason ``NodeAffinity``.
+        """
+        labels = self.node.labels
+        if any(labels.get(key) != value for key, value in pod.node_selector.items()):
+            return Outcome(False, "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+                                                  "affinity/selector")
         admission = self.kubelet.admit(pod)
         if not admission.admitted:
             return Outcome(False, admission.reason, admission.message)
@@ -132,7 +143,7 @@ class NodeTruth:
                 for n, resources in c.memory.items():
                     pinned[n] = pinned.get(n, 0) + resources.get("memory", 0)
                     self._agent_memory[n] = self._agent_memory.get(n, 0) + resources.get("memory", 0)
-        running = RunningPod(pod, now, numa, cpus, self._aligned(pod, numa), self._spread(numa), shares)
+        running = RunningPod(pod, self.node.name, now, numa, cpus, self._aligned(pod, numa), self._spread(numa), shares)
         self.pods[uid] = running
         self._version += 1
         return Outcome(True, running=running)
@@ -214,6 +225,24 @@ class NodeTruth:
             return None
         pairs = list(combinations(sorted(numa), 2))
         return sum(self._distances[a].get(b, 0) for a, b in pairs) / len(pairs)
+
+    @property
+    def version(self) -> int:
+        """A number that changes whenever a pod is admitted or released here."""
+        return self._version
+
+    def gpu_view(self) -> NodeView:
+        """The node as the GPU packing policies see it (:class:`~toposched.devices.fgd.NodeView`).
+
+        Free CPU and memory are allocatable minus requested; each GPU's free milli-GPU is what its
+        shares leave (the scarcer of compute and memory), 0 for a GPU the kubelet gave whole to a
+        device-plugin pod; the model is the node's GPU model ("" when unknown).
+        """
+        allocatable, requested = self.allocatable, self.requested
+        whole = gpus_held_whole(self.kubelet, self.inventory) if self.gpus.devices else set()
+        free = [0 if d.id in whole else f for d, f in zip(self.gpus.devices, self.gpus.free_milli())]
+        return NodeView(max(0, allocatable.get("cpu", 0) - requested.get("cpu", 0)),
+                        max(0, allocatable.get("memory", 0) - requested.get("memory", 0)), tuple(free), self.gpus.model)
 
     # ---- what the node reports -----------------------------------------------------------------
 
