@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.cluster import Cluster, NodeRecord
 
 __all__ = ["POLICY_CODES", "NodeTable", "RowValues"]
 
@@ -74,6 +74,9 @@ class NodeTable:
         self._changes_dropped = 0
         self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
         self._values: dict[int, RowValues] = {}  # row_values() of rows unchanged since they were read
+        # Per row, what its columns were last written from: (allocatable objects, requests,
+        # zones); a refresh rewrites only the parts whose source differs.
+        self._sources: dict[int, tuple[tuple[object, object], dict[str, int], dict[int, dict[str, int]] | None]] = {}
         self._live_count = 0
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
@@ -118,6 +121,7 @@ class NodeTable:
             self._alloc = _grow_cols(self._alloc, 1)
             self._used = _grow_cols(self._used, 1)
             self._values.clear()
+            self._sources.clear()
             self._dirty.update(self.names)
         return index
 
@@ -130,6 +134,7 @@ class NodeTable:
             pad = np.zeros(self._zfree.shape[:2] + (1,), dtype=np.int64)
             self._zfree = np.concatenate([self._zfree, pad], axis=2)
             self._values.clear()
+            self._sources.clear()
             self._dirty.update(self.names)
         return index
 
@@ -193,6 +198,7 @@ class NodeTable:
                 row = self.index[name]
                 self._changes.append(row)
                 self._values.pop(row, None)
+                self._sources.pop(row, None)
                 self._live_count -= bool(self._live[row])
                 self._live[row] = self._schedulable[row] = False
                 self.tainted.discard(row)
@@ -206,22 +212,25 @@ class NodeTable:
             self.tainted.add(row)
         else:
             self.tainted.discard(row)
-        self._alloc[row] = 0
-        self._used[row] = 0
-        # Resolve columns before indexing: adding a column replaces the arrays.
-        for resource, value in record.spec.allocatable.items():
-            col = self.resource_column(resource)
-            self._alloc[row, col] = value
-        for resource, value in record.requested.items():
-            col = self.resource_column(resource)
-            self._used[row, col] = value
         model = record.model
-        if "pods" not in record.spec.allocatable:
-            self._alloc[row, self.resource_column("pods")] = DEFAULT_MAX_PODS  # the kubelet's default maxPods
+        # Only what changed is rewritten (a pod's reservation changes its node's requests, and
+        # its zones only when it pins something). Adding a column forgets every row's sources.
+        known = self._sources.get(row)
+        allocatable = (record.spec.allocatable, model.allocatable if model is not None else None)
+        requested = dict(record.requested)
+        zones = self.cluster.zone_available(name) if model is not None else None
+        if known is None or known[0][0] is not allocatable[0] or known[0][1] is not allocatable[1]:
+            self._write_allocatable(row, record)
+        if known is None or known[1] != requested:
+            self._used[row] = 0
+            for resource, value in requested.items():
+                col = self.resource_column(resource)  # before indexing: adding a column replaces the arrays
+                self._used[row, col] = value
+        if known is None or known[2] != zones:
+            self._write_zones(row, zones)
+        self._sources[row] = (allocatable, requested, zones)
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
-        self._zvalid[row] = False
-        self._zfree[row] = 0
         if model is None:
             self._policy[row] = 0
             return
@@ -229,15 +238,28 @@ class NodeTable:
         self._pod_scope[row] = record.scope == "pod"
         self._cpu_static[row] = model.cpu is not None
         self._mem_static[row] = model.memory is not None
-        if not record.spec.allocatable:  # a node known only by its report: the replica's allocatable
+
+    def _write_allocatable(self, row: int, record: NodeRecord) -> None:
+        self._alloc[row] = 0
+        # Resolve columns before indexing: adding a column replaces the arrays.
+        for resource, value in record.spec.allocatable.items():
+            col = self.resource_column(resource)
+            self._alloc[row, col] = value
+        if "pods" not in record.spec.allocatable:
+            self._alloc[row, self.resource_column("pods")] = DEFAULT_MAX_PODS  # the kubelet's default maxPods
+        model = record.model
+        if model is not None and not record.spec.allocatable:  # a node known only by its report: the replica's
             for resource, value in model.allocatable.items():
                 col = self.resource_column(resource)
                 self._alloc[row, col] = value
             self._alloc[row, self.resource_column("pods")] = model.allocatable.get("pods", DEFAULT_MAX_PODS)
-        zones = self.cluster.zone_available(name)
-        for slot, numa_id in enumerate(sorted(zones)[: self.max_zones]):
+
+    def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None) -> None:
+        self._zvalid[row] = False
+        self._zfree[row] = 0
+        for slot, numa_id in enumerate(sorted(zones or {})[: self.max_zones]):
             self._zvalid[row, slot] = True
-            for resource, value in zones[numa_id].items():
+            for resource, value in zones[numa_id].items():  # type: ignore[index]
                 col = self.zone_column(resource)
                 self._zfree[row, slot, col] = value
 
