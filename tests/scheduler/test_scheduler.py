@@ -201,3 +201,28 @@ def test_the_pending_message_names_only_the_short_resource():
     decision = Scheduler(cluster, toposched_profile()).schedule(
         Pod("big", uid="big", containers=(Container("c", requests={"cpu": 500, "memory": 100 * GI}),)), now=0)
     assert decision.message == "0/1 nodes are available: 1 Insufficient memory."
+
+
+def test_a_plugin_that_filters_and_scores_confirms_each_reservation_once():
+    confirmed = []
+
+    class Both:
+        name = "Both"
+
+        def filter_all(self, state, pod, table, rows):
+            return np.ones(len(rows), dtype=bool), ""
+
+        def score_all(self, state, pod, table, rows):
+            return np.zeros(len(rows), dtype=np.int64)
+
+        def confirm(self, state, pod, node, placement):
+            confirmed.append(node.name)
+            return Status.success()
+
+    profile = toposched_profile()
+    both = Both()
+    profile.filters.append(both)
+    profile.scores.append((both, 1))
+    sched = Scheduler(cluster_of("a"), profile)
+    assert sched.schedule(guaranteed("p", 1), now=0).node == "a"
+    assert confirmed == ["a"]

@@ -97,7 +97,8 @@ class Scheduler:
         self._clocks = [p.advance for p in members if getattr(p, "advance", None) is not None]
         self._post_binds = [p for p in members if getattr(p, "post_bind", None) is not None]
         self._exact = self.profile.exact
-        self._confirms = [(p.name, p.confirm) for p in plugins if getattr(p, "confirm", None) is not None]
+        # Once per plugin, though a plugin may filter and score.
+        self._confirms = [(p.name, p.confirm) for p in _distinct(plugins) if getattr(p, "confirm", None) is not None]
         # Each filter and score as one call over a few rows (its few form, else an adapter).
         self._filters_few = [self._few_filter(p) for p in self.profile.filters]
         self._scores_few = [(self._few_score(p), weight, getattr(p, "normalize_scores", None))
