@@ -35,7 +35,7 @@ from toposched.kubelet.topology_manager import (
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import ZONE_TYPE_NODE, NodeResourceTopology, nrt_from_machine
 from toposched.topology.nrt import numa_id_of_zone as numa_zone_id
-from toposched.workload import Container, Pod, add_resources
+from toposched.workload import GUARANTEED, Container, Pod, add_resources
 
 __all__ = ["Admission", "ContainerAllocation", "DevicePlugins", "KubeletNode"]
 
@@ -225,7 +225,9 @@ class KubeletNode:
         snapshot = self._snapshot(uid)
         self._results[uid] = {}
         try:
-            hints = self.topology_manager.admit(pod)
+            hints = self._admit_unpinned(pod)
+            if hints is None:
+                hints = self.topology_manager.admit(pod)
         except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
             self._restore(snapshot, uid)
             return Admission(pod.key, False, err.reason, str(err))
@@ -254,6 +256,23 @@ class KubeletNode:
         add_resources(self._requested, requests)
         self._requested["pods"] = self._requested.get("pods", 0) + 1
         return admission
+
+    def _admit_unpinned(self, pod: Pod) -> dict[str, TopologyHint] | None:
+        """The Topology Manager's hints for a pod that pins nothing, without asking the managers for hints.
+
+        A Burstable or BestEffort pod asking for no device resource gets no exclusive CPUs (the
+        static CPU manager serves Guaranteed pods only), no pinned memory (nor does the Static
+        memory manager) and no devices: every manager has no preference, so the merge is known
+        (:meth:`MaskTopologyManager.admit_unpinned`). None when that does not apply.
+        """
+        admit_unpinned = getattr(self.topology_manager, "admit_unpinned", None)
+        if admit_unpinned is None or pod.qos_class == GUARANTEED:
+            return None
+        devices = self.devices
+        for c in pod.all_containers:
+            if any(devices.is_device_resource(r) for r in c.limits_or_requests):
+                return None
+        return admit_unpinned(pod)
 
     def _misfit(self, pod: Pod, effective_requests: Mapping[str, int]) -> Admission | None:
         """The kubelet's predicate admission: requests against allocatable, upstream's wording."""

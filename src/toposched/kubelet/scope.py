@@ -294,6 +294,7 @@ class MaskTopologyManager(TopologyManager):
         super().__init__(numa_nodes, **kwargs)
         self._best = next((best for merge, best in _BEST_OF_MERGE if merge is self._merge), None)
         self._single_numa_only = self.policy == POLICY_SINGLE_NUMA_NODE
+        self._unpinned: tuple[TopologyHint, bool] | None = None  # the merge when no provider has a preference
         self._node_set = frozenset(self.numa_nodes)
         self._bits = {n: 1 << n for n in self.numa_nodes}
 
@@ -335,6 +336,32 @@ class MaskTopologyManager(TopologyManager):
                     _filter_providers([provider.get_topology_hints(pod, container)], self._node_set, self._bits, index)
                 )
         return self._merge_lists(lists)
+
+    def admit_unpinned(self, pod: Pod) -> dict[str, TopologyHint] | None:
+        """:meth:`admit` for a pod the caller knows every provider has no preference for.
+
+        Such a pod (one that pins no CPUs, memory or devices) gets the merge of "no preference"
+        from every provider, for each container and for the pod alike: it is computed once and
+        recorded, and the providers allocate in the kubelet's order, as :meth:`admit` does,
+        without being asked for hints. None (ask :meth:`admit`) when a provider answers only
+        through the generic hint calls, under the ``none`` policy (nothing to merge there), or
+        when the policy would refuse that merge (:meth:`admit` then raises as upstream).
+        """
+        if self._best is None or self.policy == POLICY_NONE:
+            return None
+        if any(getattr(p, "topology_masks", None) is None for p in self._providers):
+            return None
+        if self._unpinned is None:
+            self._unpinned = self._merge_lists([_NO_PREFERENCE] * len(self._providers))
+        hint, admit = self._unpinned
+        if not admit:
+            return None
+        chosen: dict[str, TopologyHint] = {}
+        for container in (*pod.init_containers, *pod.containers):
+            self._record(pod, container.name, hint)
+            self._allocate(pod, container)
+            chosen[container.name] = hint
+        return chosen
 
     def _pod_merge(self, pod: Pod) -> tuple[TopologyHint, bool]:
         if self._best is None:
