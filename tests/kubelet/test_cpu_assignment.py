@@ -377,3 +377,15 @@ def test_an_uncore_cache_spanning_numa_nodes_is_listed_twice_as_upstream() -> No
     rows = [{"cpu": c, "core": c, "socket": c // 6, "numa": c // 3, "cache": c // 2} for c in range(18)]
     machine = Machine.from_cpu_table(rows)
     assert take_by_topology(machine, P("9-10,14-15"), 4, prefer_uncore_cache=True) == P("14-15")
+
+
+@settings(max_examples=150, deadline=None)
+@given(machines_and_requests(), st.booleans())
+def test_free_cores_are_the_sorted_cores_that_are_wholly_free(case, numa_first: bool) -> None:
+    """The accumulator lists free cores without sorting; the list is upstream's sort, filtered."""
+    machine, free, _, _ = case
+    accumulator = _Accumulator(CPUTopology.of(machine), free.mask, 1, "packed")
+    accumulator.numa_first = numa_first  # both orders, whatever the machine's shape
+    per, masks = accumulator.topo.cpus_per_core, accumulator.topo.core_masks
+    sorted_whole = [c for c in accumulator.sort_cores() if (accumulator.details & masks[c]).bit_count() == per]
+    assert accumulator.free_cores() == sorted_whole

@@ -299,9 +299,23 @@ class _Accumulator:
         return [s for s in self.sort_sockets() if (details & masks[s]).bit_count() == per]
 
     def free_cores(self) -> list[int]:
-        """Cores whose free CPUs number the average core size, in sorted order."""
-        per, masks, details = self.topo.cpus_per_core, self.topo.core_masks, self.details
-        return [c for c in self.sort_cores() if (details & masks[c]).bit_count() == per]
+        """Cores whose free CPUs number the average core size, in sorted order.
+
+        :meth:`sort_cores` filtered, without sorting: within a socket (NUMA node) it orders the
+        cores by free CPUs, then id, and these cores all have the same number free, so they come
+        in id order, as the topology lists them.
+        """
+        topo, details = self.topo, self.details
+        per, masks = topo.cpus_per_core, topo.core_masks
+        if self.numa_first:
+            units, unit_masks, cores_of = self.sort_sockets(), topo.socket_masks, topo.cores_of_socket
+        else:
+            units, unit_masks, cores_of = self.sort_numas(), topo.numa_masks, topo.cores_of_numa
+        result: list[int] = []
+        for unit in units:
+            free = details & unit_masks[unit]
+            result.extend(c for c in cores_of[unit] if free & masks[c] and (details & masks[c]).bit_count() == per)
+        return result
 
     def free_caches(self) -> list[int]:
         """Uncore caches all of whose CPUs are free, in sorted order."""
