@@ -407,3 +407,20 @@ def test_ledger_invariants(operations, policy_name, seed):
     for allocation in held:
         state = state.release(allocation)
     assert state == initial
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops, requests, st.sets(st.integers(0, 5)), st.integers(0, 2**32))
+def test_count_fitting_counts_what_fits(operations, resources, excluded, seed):
+    """The fast count is the number of GPUs outside the excluded ones that ``fits`` accepts."""
+    devices = tuple(GPUDevice(f"g{i}", (8 + 8 * (i % 2)) * GI, i // 3) for i in range(6))
+    state = NodeGPUState(devices, "T4")
+    policy = make_policy("BestFit", seed=seed)
+    for _, taken, candidate_set, _ in operations:
+        result = state.allocate(gpu_request(taken), candidates=[f"g{i}" for i in sorted(candidate_set)], policy=policy)
+        if not isinstance(result, Refusal):
+            state = result[0]
+    request = gpu_request(resources)
+    ids = {f"g{i}" for i in excluded}
+    want = sum(1 for i, d in enumerate(devices) if d.id not in ids and state.fits(i, request))
+    assert state.count_fitting(request, ids) == want

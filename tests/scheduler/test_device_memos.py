@@ -82,7 +82,8 @@ def test_kept_gpu_views_and_remembered_choices_are_fresh_ones(data: st.DataObjec
         for p in scheduler.profile.pre_filters:
             p.pre_filter(state, probe)
         for node in cluster.nodes.values():
-            assert gpu_share._gpus(cluster, node) == _NodeGPUs.of(node, gpu_share.default_memory), node.name
+            kept, fresh = gpu_share._gpus(cluster, node), _NodeGPUs(node, gpu_share.default_memory)
+            assert (kept.state, kept.busy, kept.free) == (fresh.state, fresh.busy, fresh.free), node.name
             request, scope = locality._request(state, probe)
             if request and any(node.inventory.of_resource(r) for r in request):
                 fresh = choose_devices(node.inventory, request, free_devices(node, request), scope=scope)

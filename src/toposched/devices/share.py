@@ -27,7 +27,7 @@ state.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -572,6 +572,15 @@ class NodeGPUState:
         if request.whole:
             return self.is_free(i)
         return self.free_core(i) >= (request.core or 0) and self.free_memory(i) >= request.memory_on(self.devices[i].memory)
+
+    def count_fitting(self, request: GPURequest, excluded: Collection[str] = ()) -> int:
+        """How many GPUs not in ``excluded`` (device IDs) :meth:`fits` the request."""
+        rows = zip(self.devices, self.used_core, self.used_memory)
+        if request.whole:
+            return sum(1 for d, core, memory in rows if not core and not memory and d.id not in excluded)
+        need = request.core or 0
+        return sum(1 for d, core, memory in rows
+                   if MILLI - core >= need and d.memory - memory >= request.memory_on(d.memory) and d.id not in excluded)
 
     def _candidate_indices(self, candidates: Iterable[str] | None) -> set[int]:
         if candidates is None:

@@ -96,29 +96,63 @@ def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice]
         return set()
     used: set[str] = set()
     devices = kubelet.devices
-    for resource in {d.resource for d in inventory if d.kind == DeviceKind.GPU}:
+    for resource in _gpu_resources(inventory):
         if resource in devices.resources:
             used |= devices.in_use(resource)
     return used
+
+
+def _gpu_resources(inventory: Iterable[NodeDevice]) -> set[str] | tuple[str, ...]:
+    """The resources an inventory's GPUs are served as (remembered per hardware model)."""
+    key = getattr(inventory, "key", None)
+    known = _GPU_RESOURCES.get(key) if key is not None else None
+    if known is None:
+        known = tuple(sorted({d.resource for d in inventory if d.kind == DeviceKind.GPU}))
+        if key is not None:
+            _GPU_RESOURCES[key] = known
+    return known
+
+
+_GPU_RESOURCES: dict[int, tuple[str, ...]] = {}  # DeviceInventory.key -> its GPUs' resources
 
 
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class _NodeGPUs:
-    """A node's GPUs as the plugin reads them: shares taken, GPUs held whole, each GPU's free milli."""
+    """A node's GPUs as the plugin reads them, each part computed when first read.
 
-    state: NodeGPUState
-    busy: frozenset[str]  # given whole by the node's kubelet: no shares there
-    free: tuple[int, ...]  # per GPU, its free share (0 where held whole)
+    ``state``: the GPUs with every share taken; ``busy``: the GPUs the node's kubelet gave
+    whole (no shares there); ``free``: per GPU, its free share in milli-GPU (0 where busy).
+    """
 
-    @classmethod
-    def of(cls, node: NodeRecord, default_memory: int) -> _NodeGPUs:
-        state = node_gpu_state(node, default_memory)
-        busy = frozenset(_kubelet_gpus(node))
-        return cls(state, busy, tuple(0 if d.id in busy else f for d, f in zip(state.devices, state.free_milli())))
+    __slots__ = ("_node", "_default_memory", "_state", "_busy", "_free")
+
+    def __init__(self, node: NodeRecord, default_memory: int) -> None:
+        self._node, self._default_memory = node, default_memory
+        self._state: NodeGPUState | None = None
+        self._busy: frozenset[str] | None = None
+        self._free: tuple[int, ...] | None = None
+
+    @property
+    def state(self) -> NodeGPUState:
+        if self._state is None:
+            self._state = node_gpu_state(self._node, self._default_memory)
+        return self._state
+
+    @property
+    def busy(self) -> frozenset[str]:
+        if self._busy is None:
+            self._busy = frozenset(_kubelet_gpus(self._node))
+        return self._busy
+
+    @property
+    def free(self) -> tuple[int, ...]:
+        if self._free is None:
+            busy = self.busy
+            self._free = tuple(0 if d.id in busy else f for d, f in zip(self.state.devices, self.state.free_milli()))
+        return self._free
 
 
 class _NodeGPUsKept:
@@ -135,7 +169,7 @@ class _NodeGPUsKept:
     def of(self, node: NodeRecord) -> _NodeGPUs:
         known = self._known.get(node.name)
         if known is None:
-            known = self._known[node.name] = _NodeGPUs.of(node, self.default_memory)
+            known = self._known[node.name] = _NodeGPUs(node, self.default_memory)
         return known
 
 
@@ -195,7 +229,7 @@ class GPUShare:
     def _gpus(self, cluster: Cluster | None, node: NodeRecord) -> _NodeGPUs:
         """The node's GPUs, kept per cluster between changes of the node."""
         if cluster is None or cluster.nodes.get(node.name) is not node:
-            return _NodeGPUs.of(node, self.default_memory)
+            return _NodeGPUs(node, self.default_memory)
         kept = self._kept.get(cluster)
         if kept is None:
             kept = self._kept[cluster] = _NodeGPUsKept(cluster, self.default_memory)
@@ -216,8 +250,7 @@ class GPUShare:
         if request is None:
             return Status.success()
         known = self._gpus(state.get("cluster"), node)
-        gpus, busy = known.state, known.busy
-        if sum(1 for i, d in enumerate(gpus.devices) if d.id not in busy and gpus.fits(i, request)) >= request.count:
+        if known.state.count_fitting(request, known.busy) >= request.count:
             return Status.success()
         choice, _ = self._choose(state, pod, node)  # for the reason
         return Status.unschedulable(choice.reason if isinstance(choice, Refusal) else "no GPU fits", plugin=self.name)
