@@ -5,8 +5,9 @@ GPU) until the cluster reports a change of that node or a share is reserved ther
 remembers device choices by the node's hardware, the request, the scope and the free devices, so
 nodes of one hardware model share them. On random sequences of GPU pods (whole GPUs with HCAs
 under a scope, shares of a GPU) scheduled on 8-GPU servers, bound, unreserved, deleted and joined
-by pods another scheduler bound, every node's kept view equals a fresh one and every remembered
-choice equals the chooser's answer on the node's current free devices.
+by pods another scheduler bound, every node's kept view equals a fresh one, every remembered
+choice equals the chooser's answer on the node's current free devices, and GPUShare's filter
+refuses a share exactly where the share chooser does, with its reason.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toposched.devices import DeviceInventory, choose_devices
+from toposched.devices.share import Refusal
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.framework import CycleState
 from toposched.scheduler.plugins.device_locality import free_devices
@@ -84,6 +86,14 @@ def test_kept_gpu_views_and_remembered_choices_are_fresh_ones(data: st.DataObjec
         for node in cluster.nodes.values():
             kept, fresh = gpu_share._gpus(cluster, node), _NodeGPUs(node, gpu_share.default_memory)
             assert (kept.state, kept.busy, kept.free) == (fresh.state, fresh.busy, fresh.free), node.name
+            share = state.get("GPUShare.request")
+            verdict = gpu_share.filter(state, probe, node)
+            if share is not None:  # the refusal is what the chooser says of the GPUs not held whole
+                free = [d.id for d in fresh.state.devices if d.id not in fresh.busy]
+                choice = fresh.state.choose(share, candidates=free, policy=gpu_share.policy)
+                assert verdict.is_success == (not isinstance(choice, Refusal)), node.name
+                if not verdict.is_success:
+                    assert verdict.message == choice.reason
             request, scope = locality._request(state, probe)
             if request and any(node.inventory.of_resource(r) for r in request):
                 fresh = choose_devices(node.inventory, request, free_devices(node, request), scope=scope)

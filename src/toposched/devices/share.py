@@ -607,11 +607,7 @@ class NodeGPUState:
         eligible = [i in allowed and self.fits(i, request) for i in range(len(self.devices))]
         fitting = sum(eligible)
         if fitting < request.count:
-            if not allowed:
-                return Refusal(f"needs {request.describe()}; no candidate GPUs")
-            verb = ("is" if fitting == 1 else "are") if request.whole else ("has" if fitting == 1 else "have")
-            state = "free" if request.whole else "that free"
-            return Refusal(f"needs {request.describe()}; {fitting} of {len(allowed)} candidate GPUs {verb} {state}")
+            return self.too_few(request, fitting, len(allowed))
         host = host or Host()
         view = NodeView(host.cpu_free, host.memory_free, self.free_milli(), self.model, host.affinity)
         smallest = min(self.devices[i].memory for i, ok in enumerate(eligible) if ok)
@@ -624,6 +620,15 @@ class NodeGPUState:
         if len(picked) != request.count or any(not (0 <= i < len(eligible) and eligible[i]) for i in picked):
             raise InputError(f"policy {policy!r} chose GPUs {list(chosen)} that the request cannot use", field="policy")
         return GPUAllocation(request, tuple(self._share(i, request) for i in picked))
+
+    @staticmethod
+    def too_few(request: GPURequest, fitting: int, candidates: int) -> Refusal:
+        """:meth:`choose`'s refusal when only ``fitting`` of ``candidates`` GPUs fit (fewer than requested)."""
+        if not candidates:
+            return Refusal(f"needs {request.describe()}; no candidate GPUs")
+        verb = ("is" if fitting == 1 else "are") if request.whole else ("has" if fitting == 1 else "have")
+        state = "free" if request.whole else "that free"
+        return Refusal(f"needs {request.describe()}; {fitting} of {candidates} candidate GPUs {verb} {state}")
 
     def _share(self, i: int, request: GPURequest) -> DeviceShare:
         device = self.devices[i]

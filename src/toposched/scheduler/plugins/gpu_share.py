@@ -220,11 +220,8 @@ class GPUShare:
         return state[key]
 
     def _host(self, node: NodeRecord, pod: Pod) -> Host:
-        allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})
         requests = pod.effective_requests()
-        return Host(max(0, allocatable.get("cpu", 0) - node.requested.get("cpu", 0)),
-                    max(0, allocatable.get("memory", 0) - node.requested.get("memory", 0)),
-                    requests.get("cpu", 0), requests.get("memory", 0))
+        return Host(*_host_free(node), requests.get("cpu", 0), requests.get("memory", 0))
 
     def _gpus(self, cluster: Cluster | None, node: NodeRecord) -> _NodeGPUs:
         """The node's GPUs, kept per cluster between changes of the node."""
@@ -250,10 +247,13 @@ class GPUShare:
         if request is None:
             return Status.success()
         known = self._gpus(state.get("cluster"), node)
-        if known.state.count_fitting(request, known.busy) >= request.count:
+        gpus, busy = known.state, known.busy
+        fitting = gpus.count_fitting(request, busy)
+        if fitting >= request.count:
             return Status.success()
-        choice, _ = self._choose(state, pod, node)  # for the reason
-        return Status.unschedulable(choice.reason if isinstance(choice, Refusal) else "no GPU fits", plugin=self.name)
+        # What choose() says of a shortage among the GPUs not held whole (without running the policy).
+        candidates = sum(1 for d in gpus.devices if d.id not in busy)
+        return Status.unschedulable(NodeGPUState.too_few(request, fitting, candidates).reason, plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """All rows at once for pods without shares; node by node (stale rows only) otherwise."""
@@ -285,14 +285,15 @@ class GPUShare:
         width = max((len(s.devices) for s in states if s is not None), default=0)
         if not width:
             return out
-        free = np.zeros((len(rows), width), dtype=np.int64)
-        hosts = []
-        for i, (node, gpus) in enumerate(zip(nodes, known)):
-            if gpus is not None:
-                free[i, :len(gpus.free)] = gpus.free
-            hosts.append(self._host(node, pod) if node is not None else Host(0, 0))
+        free, cpu_free, memory_free = [], [], []
+        for node, gpus in zip(nodes, known):
+            row = list(gpus.free) if gpus is not None else []
+            free.append(row + [0] * (width - len(row)))
+            cpu, memory = _host_free(node) if node is not None else (0, 0)
+            cpu_free.append(cpu)
+            memory_free.append(memory)
         batch = NodeBatch(
-            cpu_free=[h.cpu_free for h in hosts], memory_free=[h.memory_free for h in hosts], gpu_free=free,
+            cpu_free=cpu_free, memory_free=memory_free, gpu_free=free,
             gpu_count=[len(s.devices) if s is not None else 0 for s in states],
             gpu_model=tuple(s.model if s is not None else "" for s in states),
         )
@@ -350,6 +351,13 @@ class GPUShare:
         annotation = format_device_allocated({"gpu": gpu_device_allocations(allocation, gpus)})
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
+
+
+def _host_free(node: NodeRecord) -> tuple[int, int]:
+    """The CPU and memory the node's pods leave of its allocatable (the packing policies' host view)."""
+    allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})
+    return (max(0, allocatable.get("cpu", 0) - node.requested.get("cpu", 0)),
+            max(0, allocatable.get("memory", 0) - node.requested.get("memory", 0)))
 
 
 def _with_shares(placement: Placement, pod: Pod, allocation: GPUAllocation, annotation: str) -> Placement:
