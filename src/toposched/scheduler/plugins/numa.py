@@ -255,7 +255,9 @@ class NUMAAlignment:
         reason = f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
         names, _ = request.stacked
         cols = [table.zone_column(name) for name in names]
-        pod_plan = [(table.zone_column(name), want, names.index(name)) for name, want in request.pod.items()]
+        pod_cols = {name: table.zone_column(name) for name in request.pod}
+        # Per (static CPU manager, Static memory manager): what must be checked, exempt resources left out.
+        plans: dict[tuple[bool, bool], tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]] = {}
         out = []
         for row in rows:
             values = table.row_values(row)
@@ -263,21 +265,54 @@ class NUMAAlignment:
             ok = not pod_code or policy == 0 or policy == pod_code or not values.topology
             effective = policy if policy > 0 else pod_code
             if ok and values.topology and effective in (_SINGLE, _RESTRICTED):
-                exempt = [by == "cpu" and not values.cpu_static or by == "memory" and not values.mem_static
-                          for by in request.aligned_by]
+                flags = (values.cpu_static, values.mem_static)
+                plan = plans.get(flags)
+                if plan is None:
+                    plan = plans[flags] = _alignment_plan(request, cols, pod_cols, *flags)
+                per_request, pod_wants = plan
                 if effective == _SINGLE:
-                    wanted = request.stacked_lists[:1] if values.pod_scope else request.stacked_lists[1:]
-                    ok = all(_one_zone_holds(values, cols, want, exempt) for want in wanted)
+                    ok = all(_one_zone_holds(values, wants)
+                             for wants in (per_request[:1] if values.pod_scope else per_request[1:]))
                 else:
-                    ok = all(exempt[j] or sum(zone[col] for zone in values.zfree) >= want for col, want, j in pod_plan)
+                    ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
             out.append(None if ok else reason)
         return out
 
 
-def _one_zone_holds(values: RowValues, cols: list[int], want: list[int], exempt: list[bool]) -> bool:
-    """One row of :func:`_fits_one_zone`: some valid zone holds ``want`` (per aligned name) whole."""
-    return any(valid and all(skip or zone[col] >= need for col, need, skip in zip(cols, want, exempt))
-               for zone, valid in zip(values.zfree, values.zvalid))
+def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[str, int], cpu_static: bool,
+                    mem_static: bool) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]:
+    """The (zone column, amount) pairs to check, per request of ``request.stacked`` and for the pod's
+    request across zones, leaving out what a node with these managers does not align."""
+    def aligned(by: str) -> bool:
+        return not (by == "cpu" and not cpu_static or by == "memory" and not mem_static)
+
+    kept = [aligned(by) for by in request.aligned_by]
+    per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in request.stacked_lists]
+    pod_wants = [(pod_cols[name], want) for name, want in request.pod.items() if aligned(_aligned_by(name))]
+    return per_request, pod_wants
+
+
+def _one_zone_holds(values: RowValues, wants: list[tuple[int, int]]) -> bool:
+    """One row of :func:`_fits_one_zone`: some valid zone holds every (zone column, amount) of ``wants``."""
+    for zone, valid in zip(values.zfree, values.zvalid):
+        if not valid:
+            continue
+        for col, need in wants:
+            if zone[col] < need:
+                break
+        else:
+            return True
+    return False
+
+
+def _zones_to_cover(free: list[int], want: int, zones: int) -> int:
+    """How many zones, largest first, hold ``want`` together (``zones`` when all of them do not)."""
+    covered = 0
+    for k, value in enumerate(sorted(free, reverse=True)):
+        covered += value
+        if covered >= want:
+            return k + 1
+    return zones
 
 
 def _node_policy(node: NodeRecord) -> NodePolicy:
@@ -333,16 +368,11 @@ class NUMAScore:
                 continue
             needed = 1
             for col, want in plan:
-                free = [zone[col] for zone in values.zfree]
-                if max(free) >= want:
-                    continue
-                count, covered = zones, 0
-                for k, value in enumerate(sorted(free, reverse=True)):
-                    covered += value
-                    if covered >= want:
-                        count = k + 1
+                for zone in values.zfree:
+                    if zone[col] >= want:
                         break
-                needed = max(needed, count)
+                else:  # no one zone is enough: how many it takes, largest first
+                    needed = max(needed, _zones_to_cover([zone[col] for zone in values.zfree], want, zones))
             out.append((zones - needed) * MAX_NODE_SCORE // max(1, zones - 1))
         return out
 
