@@ -227,7 +227,7 @@ class NodeTable:
                 col = self.resource_column(resource)  # before indexing: adding a column replaces the arrays
                 self._used[row, col] = value
         if known is None or known[2] != zones:
-            self._write_zones(row, zones)
+            self._write_zones(row, zones, known[2] if known is not None else None)
         self._sources[row] = (allocatable, requested, zones)
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
@@ -254,12 +254,21 @@ class NodeTable:
                 self._alloc[row, col] = value
             self._alloc[row, self.resource_column("pods")] = model.allocatable.get("pods", DEFAULT_MAX_PODS)
 
-    def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None) -> None:
-        self._zvalid[row] = False
-        self._zfree[row] = 0
+    def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None,
+                     before: dict[int, dict[str, int]] | None) -> None:
+        """Write the row's zones; with the same NUMA zones as ``before`` (what the row holds), only the changed ones."""
+        same_zones = zones is not None and before is not None and zones.keys() == before.keys()
+        if not same_zones:
+            self._zvalid[row] = False
+            self._zfree[row] = 0
         for slot, numa_id in enumerate(sorted(zones or {})[: self.max_zones]):
+            zone = zones[numa_id]  # type: ignore[index]
+            if same_zones:
+                if zone == before[numa_id]:  # type: ignore[index]
+                    continue
+                self._zfree[row, slot] = 0
             self._zvalid[row, slot] = True
-            for resource, value in zones[numa_id].items():  # type: ignore[index]
+            for resource, value in zone.items():
                 col = self.zone_column(resource)
                 self._zfree[row, slot, col] = value
 
