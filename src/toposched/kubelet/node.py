@@ -410,7 +410,7 @@ class KubeletNode:
         for resource in self.devices.resources:
             for numa_id in self.machine.numa_ids:
                 out[numa_id].setdefault(resource, 0)
-            for device in state.available(resource):
+            for device in self.devices.available(resource):  # memoised while the allocations stand
                 topology = state.devices[resource].get(device)
                 if topology is not None and len(topology) == 1:
                     out[next(iter(topology))][resource] += 1
