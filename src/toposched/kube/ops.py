@@ -21,6 +21,7 @@ import re
 import signal
 import sys
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -85,7 +86,7 @@ def _labels_text(pairs: Sequence[tuple[str, str]]) -> str:
 # ---- metrics -----------------------------------------------------------------------------------
 
 
-class _Metric:
+class _Metric(ABC):
     """What every metric shares: a name, help text, label names and one child per label-value tuple."""
 
     type_name = ""
@@ -108,8 +109,9 @@ class _Metric:
         if not labelnames:
             self._children[()] = self._new_child()
 
+    @abstractmethod
     def _new_child(self) -> Any:
-        raise NotImplementedError
+        """A fresh child (the state of one label-value tuple)."""
 
     def labels(self, *values: str, **named: str) -> Any:
         """The child for these label values (positional in label-name order, or by name); created on first use."""
@@ -147,8 +149,12 @@ class _Metric:
         return {self.name}
 
     def samples(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...], float]]:
-        """Every sample: (sample name, label pairs, value), children in label-value order."""
-        raise NotImplementedError
+        """Every sample: (sample name, label pairs, value), children in label-value order.
+
+        One ``name{labels} value`` per child; a histogram yields its buckets, sum and count instead.
+        """
+        for pairs, child in self._snapshot():
+            yield self.name, pairs, child.value
 
     def render(self) -> str:
         """The HELP and TYPE lines and the samples in the text format, each line ending in a newline."""
@@ -192,11 +198,6 @@ class Counter(_Metric):
     def value(self) -> float:
         """The total of an unlabelled counter."""
         return self._only_child().value
-
-    def samples(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...], float]]:
-        """One ``name{labels} total`` sample per child."""
-        for pairs, child in self._snapshot():
-            yield self.name, pairs, child.value
 
 
 class _GaugeChild:
@@ -266,11 +267,6 @@ class Gauge(_Metric):
     def value(self) -> float:
         """The value of an unlabelled gauge."""
         return self._only_child().value
-
-    def samples(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...], float]]:
-        """One ``name{labels} value`` sample per child."""
-        for pairs, child in self._snapshot():
-            yield self.name, pairs, child.value
 
 
 class _HistogramChild:
