@@ -339,6 +339,24 @@ def test_best_fit_is_normalised_least_leftover():
     assert same.scores.tolist() == [0, 0]  # NormalizeScore: no spread → MinNodeScore
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(views, min_size=1, max_size=6), tasks, st.integers(0, 2**31))
+def test_normalizing_the_raw_scores_of_the_feasible_nodes_gives_the_scores(node_views, pod, seed):
+    # A caller that keeps raw scores per node (the scheduler's per-shape cache) and normalizes
+    # later over all feasible nodes gets what score() gives over the batch.
+    batch = NodeBatch.from_views(node_views)
+    for policy, again in ((BestFit(), BestFit()), (DotProd(), DotProd()), (GpuPacking(), GpuPacking()),
+                          (RandomPolicy(random.Random(seed)), RandomPolicy(random.Random(seed)))):
+        whole = policy.score(batch, pod)
+        raw = again.raw_score(batch, pod)
+        assert raw.feasible.tolist() == whole.feasible.tolist()
+        ok = whole.feasible
+        assert again.normalize(raw.scores[ok]).tolist() == whole.scores[ok].tolist(), policy.name
+        # a raw score reads its node alone: scoring one node at a time gives the same raw scores
+        alone = [again.raw_score(NodeBatch.from_views([v]), pod).scores[0] for v in node_views]
+        assert alone == raw.scores.tolist()
+
+
 def test_dot_product_merges_gpus_and_normalises_by_the_largest_node():
     view = node(32000, [1000, 1000, 500, 0], "T4")
     pod = Task(cpu=4000, gpu_milli=1000, num_gpu=1)

@@ -69,6 +69,20 @@ def test_relists_make_nodes_reports_and_pending_pods_and_then_it_is_ready():
     assert [p.name for p in sync.pending()] == ["p1"]
 
 
+def test_on_ready_is_called_once_when_the_last_kind_is_first_listed():
+    sync = make_sync()
+    calls = []
+    sync.on_ready = lambda: calls.append(sorted(sync.cluster.nodes))
+    sync.relist_nodes([node_obj("a")])
+    sync.relist_pods([])
+    assert calls == []
+    sync.relist_nrts([nrt_obj("a")])
+    assert calls == [["a"]]
+    sync.relist_nodes([node_obj("a"), node_obj("b")])  # a relist after a 410 is not a second start
+    sync.relist_pods([])
+    assert calls == [["a"]]
+
+
 def test_a_scheduled_pod_leaves_pending_and_its_bound_event_keeps_the_reservation():
     sync = make_sync()
     sync.relist_nodes([node_obj("a")])

@@ -197,3 +197,26 @@ def test_a_scheduler_on_the_few_path_decides_as_one_on_the_vector_path(setting: 
             elif action == "cordon":
                 spec = scheduler.cluster.nodes[names[i % len(names)]].spec
                 scheduler.cluster.set_node(dataclasses.replace(spec, unschedulable=not spec.unschedulable))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(setting=settings_(), data=st.data())
+def test_the_per_shape_cache_changes_no_decision(setting: Setting, data: st.DataObject) -> None:
+    """Cached rows and recomputed rows decide alike, GPUShare's normalized BestFit score included.
+
+    BestFit min-max normalizes over every feasible node: the cache keeps raw scores per row and
+    the scheduler normalizes them over all feasible rows when it chooses, never over the rows
+    that happened to be recomputed together.
+    """
+    setting = dataclasses.replace(setting, gpu_servers=3)
+    cached, uncached = Scheduler(setting.build(), builtin()), Scheduler(setting.build(), builtin(), cache_size=0)
+    templates = [data.draw(few_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
+    for i in range(12):
+        template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
+        pod = dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+        now = 10.0 + i
+        first, second = cached.schedule(pod, now=now), uncached.schedule(pod, now=now)
+        assert outcome(first) == outcome(second), f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"
+        if first.node is not None:
+            for scheduler in (cached, uncached):
+                scheduler.bound(pod, now=now)

@@ -20,6 +20,7 @@ from toposched.cli.cluster_common import (
     fail,
     oldest_report_age,
     serving,
+    settle_heap,
 )
 from toposched.errors import InputError
 from toposched.kube.client import NODES, NRTS, PODS
@@ -71,6 +72,7 @@ def extender(
         Reflector(client, PODS, _locked(lock, sync.on_pod), _locked(lock, sync.relist_pods)),
     ]
     with serving(metrics_addr, log_format, log_level, ready=lambda: sync.ready) as (metrics, stop):
+        sync.on_ready = settle_heap
         sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()
         metrics.cache_report_age.set_function(lambda: oldest_report_age(scheduler_core.cluster, clock()))
         threads = [threading.Thread(target=r.run, args=(stop,), kwargs={"watch_timeout": 10.0}, daemon=True,

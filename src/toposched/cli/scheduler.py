@@ -18,6 +18,7 @@ from toposched.cli.cluster_common import (
     fail,
     oldest_report_age,
     serving,
+    settle_heap,
 )
 from toposched.errors import InputError
 from toposched.kube.leader import LeaderElector
@@ -66,6 +67,7 @@ def scheduler(
         runner = StandaloneScheduler(client, core, scheduler_name=chosen.name, clock=time.time, sleep=time.sleep,
                                      identity=me, elector=elector, metrics=metrics)
         started.append(runner)
+        runner.sync.on_ready = settle_heap
         runner.sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()
         metrics.cache_report_age.set_function(lambda: oldest_report_age(core.cluster, time.time()))
         runner.run(stop, watch_timeout=10.0)  # a stop is noticed within one watch round

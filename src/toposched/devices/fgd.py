@@ -404,10 +404,24 @@ class Policy(ABC):
     """A node score (many nodes at once) and a GPU choice inside the chosen node."""
 
     name: str = ""
+    # Whether a node's score depends on the other nodes scored with it (a NormalizeScore step).
+    normalizes: bool = False
 
     @abstractmethod
     def score(self, batch: NodeBatch, task: Task) -> NodeScores:
         """Score every node of the batch for the task; infeasible nodes score 0."""
+
+    def raw_score(self, batch: NodeBatch, task: Task) -> NodeScores:
+        """Each node's score before normalisation: it depends on that node alone.
+
+        ``normalize`` over the feasible nodes' raw scores gives :meth:`score`'s values, so a
+        caller that keeps raw scores per node can normalise over any set of nodes later.
+        """
+        return self.score(batch, task)
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """The final scores of nodes that are all feasible, from their raw scores (identity unless ``normalizes``)."""
+        return raw
 
     def choose_gpus(self, view: NodeView, task: Task, eligible: Sequence[bool] | None = None) -> tuple[int, ...] | None:
         """Which GPUs of the node (indices into ``view.gpu_free``) the task gets; None when none fit.
@@ -540,14 +554,24 @@ class BestFit(Policy):
     """
 
     name = "BestFit"
+    normalizes = True
 
     def score(self, batch: NodeBatch, task: Task) -> NodeScores:
         """BestFit's normalised score per node."""
+        raw = self.raw_score(batch, task)
+        return NodeScores(_normalize(raw.scores, raw.feasible), raw.feasible)
+
+    def raw_score(self, batch: NodeBatch, task: Task) -> NodeScores:
+        """The score before min–max normalisation (0 where infeasible)."""
         ok = feasible(batch, task)
         s = (batch.cpu_free - task.cpu) / MAX_SPEC_CPU * 0.5
         s = s + (batch.gpu_free.sum(axis=1) - task.total_milli) / MAX_SPEC_GPU * 0.5
         raw = np.trunc((1.0 - s) * MAX_NODE_SCORE).astype(np.int64)
-        return NodeScores(_normalize(raw, ok), ok)
+        return NodeScores(np.where(ok, raw, 0), ok)
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """Upstream NormalizeScore over the given (feasible) nodes."""
+        return _normalize(np.asarray(raw, dtype=np.int64), np.ones(len(raw), dtype=bool))
 
 
 def _normalize(raw: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -648,6 +672,7 @@ class RandomPolicy(Policy):
     """
 
     name = "Random"
+    normalizes = True
 
     def __init__(self, rng: random.Random):
         """A policy drawing from ``rng``."""
@@ -663,6 +688,17 @@ class RandomPolicy(Policy):
         if idx.size:
             scores[idx[self.rng.randrange(idx.size)]] = MAX_NODE_SCORE
         return NodeScores(scores, ok)
+
+    def raw_score(self, batch: NodeBatch, task: Task) -> NodeScores:
+        """0 everywhere: the draw happens in :meth:`normalize`, over every feasible node at once."""
+        return NodeScores(np.zeros(len(batch), dtype=np.int64), feasible(batch, task))
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """100 for one of the given nodes drawn uniformly, 0 for the others."""
+        scores = np.zeros(len(raw), dtype=np.int64)
+        if len(raw):
+            scores[self.rng.randrange(len(raw))] = MAX_NODE_SCORE
+        return scores
 
     def choose_gpus(self, view: NodeView, task: Task, eligible: Sequence[bool] | None = None) -> tuple[int, ...] | None:
         """Upstream ``allocateGpuIdBasedOnRandomFit``: reservoir-sample a fitting GPU; whole GPUs in order."""

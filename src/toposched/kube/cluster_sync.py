@@ -63,11 +63,19 @@ class ClusterSync:
         # name that was bound fails admission on its node; each pod is reported once.
         self.on_rejection: Callable[[str], None] | None = None
         self._rejected: set[str] = set()
+        # Called once, when nodes, reports and pods have first each been listed in full.
+        self.on_ready: Callable[[], None] | None = None
 
     @property
     def ready(self) -> bool:
         """True once nodes, reports and pods have each been listed in full."""
         return {"Node", "NodeResourceTopology", "Pod"} <= self._relisted
+
+    def _listed(self, kind: str) -> None:
+        was_ready = self.ready
+        self._relisted.add(kind)
+        if self.ready and not was_ready and self.on_ready is not None:
+            self.on_ready()
 
     def pending(self) -> list[Pod]:
         """Unbound pods of our scheduler name that are not reserved right now, oldest known first."""
@@ -104,7 +112,7 @@ class ClusterSync:
             self.on_node(WatchEvent("DELETED", {"metadata": {"name": gone}}))
         for obj in items:
             self.on_node(WatchEvent("ADDED", dict(obj)))
-        self._relisted.add("Node")
+        self._listed("Node")
 
     # ---- reports -----------------------------------------------------------------------------------
 
@@ -138,7 +146,7 @@ class ClusterSync:
                 self.on_nrt(WatchEvent("DELETED", {"metadata": {"name": record.name}}))
         for obj in items:
             self.on_nrt(WatchEvent("ADDED", dict(obj)))
-        self._relisted.add("NodeResourceTopology")
+        self._listed("NodeResourceTopology")
 
     # ---- pods --------------------------------------------------------------------------------------
 
@@ -162,7 +170,7 @@ class ClusterSync:
             self._pod_gone(gone)
         for obj in items:
             self.on_pod(WatchEvent("ADDED", dict(obj)))
-        self._relisted.add("Pod")
+        self._listed("Pod")
 
     def _pod_seen(self, key: str, obj: Mapping[str, Any]) -> None:
         spec = obj.get("spec") or {}

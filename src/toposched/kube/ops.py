@@ -14,6 +14,7 @@ dependency list; docs/install.md lists the metrics.
 from __future__ import annotations
 
 import bisect
+import gc
 import json
 import logging
 import math
@@ -41,6 +42,7 @@ __all__ = [
     "OpsServer",
     "Registry",
     "configure_logging",
+    "freeze_heap",
     "parse_listen_address",
     "shutdown_event",
 ]
@@ -644,3 +646,19 @@ def shutdown_event(signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.S
     for sig in signals:
         signal.signal(sig, handle)
     return event
+
+
+# ---- the heap of a long-running process --------------------------------------------------------
+
+
+def freeze_heap() -> int:
+    """Move every object alive now out of the cyclic garbage collector's sight; returns how many.
+
+    Called once the cluster has first been listed in full: the cluster model (nodes, machines,
+    kubelet replicas, the node table) then lives as long as the process, and without this every
+    full collection walks all of it again (about 15% of a scheduling loop at 5,000 nodes).
+    Objects created later (pods, reservations, changed nodes) are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -81,8 +81,8 @@ class Scheduler:
         # Up to this many stale rows are judged in plain Python (filter_few/score_few), where
         # NumPy's fixed cost per call would dominate; the verdicts and scores are the same.
         self.few_rows = few_rows
-        # pod shape -> (verdict, total, candidates, table stamp): see _evaluate
-        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = OrderedDict()
+        # pod shape -> (verdict, total, candidates, raw scores of normalizing plugins, table stamp): see _evaluate
+        self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray], int]] = OrderedDict()
         # What PreFilter made of a pod shape (only successful ones): pods of one shape share it.
         self._pre_filtered: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._reasons: list[str] = []
@@ -101,16 +101,18 @@ class Scheduler:
         self._confirms = [(p.name, p.confirm) for p in _distinct(plugins) if getattr(p, "confirm", None) is not None]
         # Each filter and score as one call over a few rows (its few form, else an adapter).
         self._filters_few = [self._few_filter(p) for p in self.profile.filters]
-        self._scores_few = [(self._few_score(p), weight, getattr(p, "normalize_scores", None))
-                            for p, weight in self.profile.scores]
-        # Per-row results may be cached only when each row's verdict and score depend on that row
-        # alone: every plugin has a vector form or says its per-node answer reads only the node's
-        # record (``row_local``), and none normalizes scores or pre-scores over rows.
+        self._scores_few = [self._few_score(p) for p, _ in self.profile.scores]
+        # Score plugins with a NormalizeScore step (by position in profile.scores): their raw
+        # scores are kept per row and normalized over every feasible row when a node is chosen.
+        self._normalizers = [i for i, (p, _) in enumerate(self.profile.scores)
+                             if getattr(p, "normalize_scores", None) is not None]
+        # Per-row results may be cached only when each row's verdict and raw score depend on that
+        # row alone: every plugin has a vector form or says its per-node answer reads only the
+        # node's record (``row_local``), and none pre-scores over rows.
         self._row_local = (
             bool(plugins)
             and all(_row_local(p, "filter_all") for p in self.profile.filters)
             and all(_row_local(p, "score_all") for p, _ in self.profile.scores)
-            and not any(getattr(p, "normalize_scores", None) is not None for p, _ in self.profile.scores)
             and not self.profile.pre_scores
         )
 
@@ -148,7 +150,9 @@ class Scheduler:
         live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        verdict, total, candidates = self._evaluate(state, pod, key)
+        verdict, total, candidates, raws = self._evaluate(state, pod, key)
+        if raws:
+            candidates = self._normalized(state, pod, verdict, candidates, raws)
         reasons: Counter[str] = Counter()  # filled in only when the pod finds no node
         tried: list[tuple[int, int]] = []  # (row, candidate score): put back after, as the array is cached
         try:
@@ -178,40 +182,96 @@ class Scheduler:
                 break
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
 
-    def _evaluate(self, state: CycleState, pod: Pod, key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _normalizing(self, state: CycleState, pod: Pod) -> tuple[int, ...]:
+        """The normalizing score plugins (positions in profile.scores) that normalize this pod's scores."""
+        out = []
+        for i in self._normalizers:
+            applies = getattr(self.profile.scores[i][0], "normalizes", None)
+            if applies is None or applies(state, pod):
+                out.append(i)
+        return tuple(out)
+
+    def _normalized(self, state: CycleState, pod: Pod, verdict: np.ndarray, base: np.ndarray,
+                    raws: dict[int, np.ndarray]) -> np.ndarray:
+        """``base`` (a new array) plus each normalizing plugin's weighted scores, normalized over the feasible rows."""
+        out = base.copy()
+        feasible = np.flatnonzero(verdict == _FEASIBLE)
+        if len(feasible):
+            for i, raw in raws.items():
+                plugin, weight = self.profile.scores[i]
+                out[feasible] += weight * np.asarray(plugin.normalize_scores(state, pod, raw[feasible]), dtype=np.int64)
+        return out
+
+    def evaluate(self, state: CycleState, pod: Pod, key: tuple | None, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For the given rows: the index of the first filter reason that refuses each (negative where
+        feasible; the texts are in ``reasons``) and its total score.
+
+        Normalizing plugins normalize over the feasible rows among ``rows``, as kube-scheduler
+        normalizes over the nodes it scores. With a pod-shape ``key`` the per-shape cache is used
+        (and kept up to date); without one exactly ``rows`` are evaluated.
+        """
+        if key is not None:
+            verdict, total, _, raws = self._evaluate(state, pod, key)
+            verdict, total = verdict[rows], total[rows]
+            raws = {i: raw[rows] for i, raw in raws.items()}
+        else:
+            verdict, total, raws = self._evaluate_rows(state, pod, rows, self._normalizing(state, pod))
+        if raws:
+            total = self._normalized(state, pod, verdict, total, raws)
+        return verdict, total
+
+    @property
+    def reasons(self) -> list[str]:
+        """Filter reasons by the index :meth:`evaluate` gives."""
+        return self._reasons
+
+    def _evaluate(self, state: CycleState, pod: Pod,
+                  key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
         """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), its total
-        score, and its candidate score (the total where feasible, else _NO_SCORE).
+        score without the normalizing plugins, its candidate score (that total where feasible,
+        else _NO_SCORE), and per normalizing plugin its raw scores (0 where not feasible).
 
         Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
         """
         size = self.table.size
+        normalizing = self._normalizing(state, pod)
         cached = self._cache.get(key) if key is not None else None
         rows = None
-        if cached is not None and len(cached[0]) == size:
-            verdict, total, candidates, stamp = cached
+        if cached is not None and len(cached[0]) == size and tuple(cached[3]) == normalizing:
+            verdict, total, candidates, raws, stamp = cached
             rows = self.table.changed_since(stamp)
         if rows is None:
             verdict = np.full(size, _FEASIBLE, dtype=np.int64)
             total = np.zeros(size, dtype=np.int64)
             candidates = np.zeros(size, dtype=np.int64)
+            raws = {i: np.zeros(size, dtype=np.int64) for i in normalizing}
             rows = np.arange(size)
         if 0 < len(rows) <= self.few_rows:
             few = rows.tolist()
-            for row, first, score in zip(few, *self._evaluate_few(state, pod, few)):
+            first_of, total_of, raw_of = self._evaluate_few(state, pod, few, normalizing)
+            for j, row in enumerate(few):
+                first, score = first_of[j], total_of[j]
                 verdict[row], total[row] = first, score
                 candidates[row] = score if first == _FEASIBLE else _NO_SCORE
+                for i, raw in raws.items():
+                    raw[row] = raw_of[i][j]
         elif len(rows):
-            verdict[rows], total[rows] = self._evaluate_rows(state, pod, rows)
+            verdict[rows], total[rows], raw_of = self._evaluate_rows(state, pod, rows, normalizing)
             candidates[rows] = np.where(verdict[rows] == _FEASIBLE, total[rows], _NO_SCORE)
+            for i, raw in raws.items():
+                raw[rows] = raw_of[i]
         if key is not None:
-            self._cache[key] = (verdict, total, candidates, self.table.stamp)
+            self._cache[key] = (verdict, total, candidates, raws, self.table.stamp)
             self._cache.move_to_end(key)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return verdict, total, candidates
+        return verdict, total, candidates, raws
 
-    def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray,
+                       normalizing: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        """Verdicts, totals of the plugins that do not normalize, and raw scores of those in ``normalizing``."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
+        raws = {i: np.zeros(len(rows), dtype=np.int64) for i in normalizing}
         live = self.table.view("live")[rows]
         pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
         if len(pending) < len(rows):
@@ -244,16 +304,17 @@ class Scheduler:
                 status = plugin.pre_score(state, pod, rows[pending])
                 if not status.is_success:
                     verdict[pending] = self._reason_index(status.message or status.code.label)
-                    return verdict, total
-            for plugin, weight in self.profile.scores:
+                    return verdict, total, raws
+            for i, (plugin, weight) in enumerate(self.profile.scores):
                 scores = self._scores(plugin, state, pod, rows[pending])
-                normalize = getattr(plugin, "normalize_scores", None)
-                if normalize is not None:
-                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
-                total[pending] += weight * scores
-        return verdict, total
+                if i in raws:
+                    raws[i][pending] = scores
+                else:
+                    total[pending] += weight * scores
+        return verdict, total, raws
 
-    def _evaluate_few(self, state: CycleState, pod: Pod, rows: list[int]) -> tuple[list[int], list[int]]:
+    def _evaluate_few(self, state: CycleState, pod: Pod, rows: list[int],
+                      normalizing: tuple[int, ...]) -> tuple[list[int], list[int], dict[int, list[int]]]:
         """:meth:`_evaluate_rows` for a few rows, in plain Python (the same verdicts, reasons and scores)."""
         table = self.table
         verdict = [_FEASIBLE] * len(rows)
@@ -279,6 +340,7 @@ class Scheduler:
             pending = kept
             feasible = [rows[i] for i in pending]
         total = [0] * len(rows)
+        raws = {i: [0] * len(rows) for i in normalizing}
         if pending:
             for plugin in self.profile.pre_scores:
                 status = plugin.pre_score(state, pod, np.array(feasible, dtype=np.int64))
@@ -286,14 +348,18 @@ class Scheduler:
                     index = self._reason_index(status.message or status.code.label)
                     for i in pending:
                         verdict[i] = index
-                    return verdict, total
-            for score_few, weight, normalize in self._scores_few:
+                    return verdict, total, raws
+            for k, score_few in enumerate(self._scores_few):
                 scores = score_few(state, pod, feasible)
-                if normalize is not None:
-                    scores = np.asarray(normalize(state, pod, np.array(scores, dtype=np.int64)), dtype=np.int64).tolist()
+                raw = raws.get(k)
+                if raw is not None:
+                    for i, score in zip(pending, scores):
+                        raw[i] = score
+                    continue
+                weight = self.profile.scores[k][1]
                 for i, score in zip(pending, scores):
                     total[i] += weight * score
-        return verdict, total
+        return verdict, total, raws
 
     def _few_filter(self, plugin: Any) -> Any:
         """``(state, pod, rows) -> [reason or None]`` for one filter: its few form, else its vector or per-node form."""

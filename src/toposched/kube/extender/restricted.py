@@ -5,8 +5,7 @@ extender must answer for exactly the nodes it is given, tell an ``Unschedulable`
 ``UnschedulableAndUnresolvable`` one, and reserve on a node of kube-scheduler's choosing at bind.
 The Scheduler has no public method for that yet, so this module reaches into it, narrowly:
 ``_clocks`` (the plugins' ``advance``), ``_state`` (PreFilter, cached per pod shape),
-``_evaluate``/``_evaluate_rows`` (the vectorised filters and scores), ``_reasons`` (reason
-texts by index) and ``_reserve`` (Reserve plus the plugins' exact ``confirm``). What the
+and ``_reserve`` (Reserve plus the plugins' exact ``confirm``). What the
 Scheduler should gain instead is written down in docs/kube/extender.md ("What the Scheduler
 should gain").
 
@@ -111,11 +110,7 @@ def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
     if not known:
         return out
     rows = np.array([table.index[name] for name in known], dtype=np.int64)
-    if key is not None:  # cached per pod shape over all rows: only rows that changed are recomputed
-        verdict, total = scheduler._evaluate(state, pod, key)[:2]  # (the third: the selection's candidates)
-        verdict, total = verdict[rows], total[rows]
-    else:  # a profile whose answers depend on the set of rows scored: score exactly the given ones
-        verdict, total = scheduler._evaluate_rows(state, pod, rows)
+    verdict, total = scheduler.evaluate(state, pod, key, rows)  # scores normalized over the given feasible nodes
     refusals = cache.statuses(scheduler, key) if cache is not None else {}
     for name, v, t in zip(known, verdict.tolist(), total.tolist()):
         if v < 0:
@@ -123,7 +118,7 @@ def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
             continue
         status = refusals.get(name)
         if status is None:
-            status = refusals[name] = _refusal(scheduler, state, pod, name, scheduler._reasons[v])
+            status = refusals[name] = _refusal(scheduler, state, pod, name, scheduler.reasons[v])
         out.refused[name] = status
     return out
 

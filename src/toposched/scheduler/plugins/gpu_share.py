@@ -274,7 +274,11 @@ class GPUShare:
         return out
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """The packing policy's 0-100 score of each row's GPUs for the pod (0 for pods without shares)."""
+        """The packing policy's raw 0-100 score of each row's GPUs for the pod (0 for pods without shares).
+
+        Raw: a row's score depends on that row alone; :meth:`normalize_scores` then normalises
+        over every feasible node (BestFit's min-max, Random's draw), as NormalizeScore does.
+        """
         request = self._request(state, pod)
         out = np.zeros(len(rows), dtype=np.int64)
         if request is None or not len(rows):
@@ -301,8 +305,18 @@ class GPUShare:
         requests = pod.effective_requests()
         task = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
                     gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
-        scores = self._policy().score(batch, task)
+        scores = self._policy().raw_score(batch, task)
         return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
+
+    def normalizes(self, state: CycleState, pod: Pod) -> bool:
+        """Whether the pod's scores need :meth:`normalize_scores` (a share pod under BestFit or Random)."""
+        return self._request(state, pod) is not None and self._policy().normalizes
+
+    def normalize_scores(self, state: CycleState, pod: Pod, scores: np.ndarray) -> np.ndarray:
+        """NormalizeScore: the policy's normalisation over the raw scores of every feasible node."""
+        if not self.normalizes(state, pod):
+            return scores
+        return self._policy().normalize(scores)
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` as a list (0 for pods without shares, without a look at the rows)."""
