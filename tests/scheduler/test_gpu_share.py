@@ -82,16 +82,53 @@ def test_inconsistent_shares_are_refused_and_other_pods_still_schedule():
     assert sched.schedule(share_pod("ok", 30), 0.0).node == "g4dn"
 
 
-def test_a_whole_gpu_pod_is_refused_where_the_kubelet_would_hand_out_a_shared_gpu():
+def whole_gpu_pod(name: str, gpus: int) -> Pod:
+    return Pod(name, uid=name, containers=(Container("c", limits={"cpu": 1000, "memory": GI, "nvidia.com/gpu": gpus}),))
+
+
+def test_a_whole_gpu_pod_is_filtered_out_where_every_gpu_the_kubelet_could_pick_holds_shares():
     sched = g4dn_scheduler()
     for i in range(16):  # two halves on every one of the 8 T4s
         pod = share_pod(f"p{i}", 50)
         assert sched.schedule(pod, 0.0).node == "g4dn"
         sched.bound(pod, 0.0)
-    whole = Pod("w", uid="w", containers=(Container("c", limits={"cpu": 1000, "memory": GI, "nvidia.com/gpu": 1}),))
-    decision = sched.schedule(whole, 0.0)
+    decision = sched.schedule(whole_gpu_pod("w", 1), 0.0)
     assert decision.node is None
-    assert "holds shares" in decision.message
+    assert decision.reasons == {"needs 1 nvidia.com/gpu; only 0 of the 8 GPUs the kubelet could hand out hold no "
+                                "shares of other pods": 1}
+    assert sched.cluster.pod_node == {f"p{i}": "g4dn" for i in range(16)}  # nothing was admitted on trial
+
+
+def test_a_whole_gpu_pod_is_refused_where_the_kubelet_would_hand_out_a_shared_gpu():
+    # Guaranteed shares of 60% sit on NUMA node 0 with their CPUs, one per GPU: all four GPUs
+    # there hold shares. Four clean GPUs remain on NUMA node 1, so the filter passes the node, but
+    # the kubelet's Topology Manager picks NUMA node 0 for a 1-GPU pod and hands out a shared GPU.
+    sched = g4dn_scheduler()
+    numa_of = {d.address: d.numa_id for d in sched.cluster.nodes["g4dn"].model.machine.devices}
+    for i in range(4):
+        pod = share_pod(f"p{i}", 60, guaranteed=True)
+        decision = sched.schedule(pod, 0.0)
+        sched.bound(pod, 0.0)
+        assert [numa_of[g] for g in decision.placement.devices()["koordinator.sh/gpu"]] == [0]
+    decision = sched.schedule(whole_gpu_pod("w", 1), 0.0)
+    assert decision.node is None
+    assert "holds shares of other pods" in decision.message and "kubelet would hand out GPU" in decision.message
+
+
+def test_shares_take_the_gpus_the_kubelet_hands_out_last():
+    # The kubelet hands out whole GPUs in its device plugin's order; shares start from the other end.
+    sched = g4dn_scheduler()
+    kubelet_order = list(sched.cluster.nodes["g4dn"].model.devices.state.devices["nvidia.com/gpu"])
+    first = sched.schedule(share_pod("s0", 50), 0.0)
+    sched.bound(share_pod("s0", 50), 0.0)
+    assert first.placement.devices()["koordinator.sh/gpu"] == {kubelet_order[-1]}
+    for i in range(7):  # whole GPUs come from the front, never meeting the share
+        pod = whole_gpu_pod(f"w{i}", 1)
+        decision = sched.schedule(pod, 0.0)
+        assert decision.node == "g4dn", decision.message
+        assert decision.reasons == {}  # no admission refused on the way
+        sched.bound(pod, 0.0)
+    assert sched.schedule(whole_gpu_pod("w7", 1), 0.0).node is None  # only the shared GPU is left
 
 
 @settings(max_examples=25, deadline=None)
@@ -115,3 +152,29 @@ def test_no_gpu_is_ever_over_shared_and_release_restores_the_ledger(steps):
     for pod in placed:
         sched.cluster.forget(pod)
     assert node_gpu_state(node) == empty
+
+
+def test_a_node_that_refused_a_pod_shape_is_not_tried_again_until_it_changes():
+    machine = read_hwloc_xml(shared_path("topologies", "hwloc", "g4dnmetal.xml"))
+    cluster = Cluster()
+    for name in ("a", "b"):
+        cluster.set_node(NodeSpec(name), machine=machine, kubelet_config=CONFIG)
+    sched = Scheduler(cluster, load_profile("toposched"))
+    for i in range(4):  # as above: every GPU of a's NUMA node 0 holds a share
+        pod = share_pod(f"p{i}", 60, guaranteed=True)
+        assert sched.schedule(pod, 0.0).node == "a"
+        sched.bound(pod, 0.0)
+    admissions = []
+    assume = cluster.assume
+    cluster.assume = lambda pod, node, *a, **k: admissions.append(node) or assume(pod, node, *a, **k)
+    first = sched.schedule(whole_gpu_pod("w0", 1), 0.0)
+    sched.bound(whole_gpu_pod("w0", 1), 0.0)
+    assert first.node == "b" and admissions == ["a", "b"]
+    assert list(first.reasons.values()) == [1]
+    second = sched.schedule(whole_gpu_pod("w1", 1), 0.0)
+    assert second.node == "b" and admissions == ["a", "b", "b"] and second.reasons == {}
+    sched.bound(whole_gpu_pod("w1", 1), 0.0)
+    for pod in (whole_gpu_pod("w0", 1), whole_gpu_pod("w1", 1), share_pod("p0", 60, guaranteed=True)):
+        sched.unreserve(pod)  # b is empty again; a changes, so its row is judged afresh
+    sched.schedule(whole_gpu_pod("w2", 1), 0.0)
+    assert admissions[3] == "a"

@@ -27,8 +27,8 @@ state.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from toposched.devices.fgd import MILLI, BestFit, NodeView, Policy, Task, parse_gpu_spec
@@ -595,13 +595,15 @@ class NodeGPUState:
         return out
 
     def choose(self, request: GPURequest, *, candidates: Iterable[str] | None = None, policy: Policy | None = None,
-               host: Host | None = None) -> GPUAllocation | Refusal:
+               host: Host | None = None, tie_order: Sequence[int] | None = None) -> GPUAllocation | Refusal:
         """Which GPUs the request would get, without changing anything; or why it cannot.
 
         Only ``candidates`` (device IDs, e.g. the GPUs on the pod's NUMA nodes; default all) are
         considered. A whole request needs ``count`` unused GPUs; a shared one ``count`` GPUs with
         its compute and memory free. Among those ``policy`` (default upstream's ``best``) picks;
         ``host`` gives it the node's free CPU/memory and the pod's (default: plenty, none).
+        ``tie_order`` (every GPU's index once) is the order in which the policy meets the GPUs,
+        so among GPUs it rates equal it takes the first there (default: device order).
         """
         allowed = self._candidate_indices(candidates)
         eligible = [i in allowed and self.fits(i, request) for i in range(len(self.devices))]
@@ -613,7 +615,17 @@ class NodeGPUState:
         smallest = min(self.devices[i].memory for i, ok in enumerate(eligible) if ok)
         task = Task(cpu=host.pod_cpu, memory=host.pod_memory, gpu_milli=request.milli_on(smallest), num_gpu=request.count)
         policy = policy or _DEFAULT_POLICY
-        chosen = policy.choose_gpus(view, task, eligible)
+        if tie_order is None:
+            chosen = policy.choose_gpus(view, task, eligible)
+        else:
+            order = list(tie_order)
+            if sorted(order) != list(range(len(self.devices))):
+                raise InputError(f"tie order {order} does not name each of the {len(self.devices)} GPUs once",
+                                 field="tie_order")
+            free = view.gpu_free
+            seen = replace(view, gpu_free=tuple(free[i] for i in order))
+            chosen = policy.choose_gpus(seen, task, [eligible[i] for i in order])
+            chosen = None if chosen is None else tuple(order[i] for i in chosen)
         if chosen is None:
             return Refusal(f"the {policy.name} policy found no GPUs for {request.describe()}")
         picked = sorted(set(chosen))

@@ -150,30 +150,33 @@ class Scheduler:
         live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        verdict, total, candidates, raws = self._evaluate(state, pod, key)
-        if raws:
-            candidates = self._normalized(state, pod, verdict, candidates, raws)
-        reasons: Counter[str] = Counter()  # filled in only when the pod finds no node
-        tried: list[tuple[int, int]] = []  # (row, candidate score): put back after, as the array is cached
+        verdict, _, base, raws = self._evaluate(state, pod, key)
+        candidates = self._normalized(state, pod, verdict, base, raws) if raws else base
+        refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
+        tried: tuple[int, int] | None = None  # (row, candidate score) of the node that took the pod
         try:
             for _ in range(self.max_exact_attempts):
                 row = int(np.argmax(candidates))  # the best score; the lowest row among equals
                 score = int(candidates[row])
                 if score == _NO_SCORE:
                     break
-                tried.append((row, score))
+                tried = (row, score)
                 candidates[row] = _NO_SCORE
                 name = self.table.names[row]
                 refused = self._reserve(state, pod, name, now)
                 if refused is None:
                     placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                    return Decision(pod.key, name, placement, Status.success(), dict(reasons), live)
-                reasons[refused] += 1
+                    return Decision(pod.key, name, placement, Status.success(), dict(refusals), live)
+                # The refusal holds for pods of this shape until the node changes (which recomputes
+                # its row): recorded as the row's verdict, no later pod of the shape tries it again.
+                tried = None
+                refusals[refused] += 1
+                verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
         finally:
-            for row, score in tried:
-                candidates[row] = score
+            if tried is not None and candidates is base:  # put back what the cache held
+                base[tried[0]] = tried[1]
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
-        reasons.update({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
+        reasons: Counter[str] = Counter({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
         status, nominated = Status.unschedulable("no node fits", plugin="Scheduler"), None
         for plugin in self.profile.post_filters:
             nominated, verdict = plugin.post_filter(state, pod, dict(reasons))

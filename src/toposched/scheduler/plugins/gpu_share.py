@@ -116,6 +116,28 @@ def _gpu_resources(inventory: Iterable[NodeDevice]) -> set[str] | tuple[str, ...
 _GPU_RESOURCES: dict[int, tuple[str, ...]] = {}  # DeviceInventory.key -> its GPUs' resources
 
 
+def share_tie_order(gpus: NodeGPUState, kubelet: KubeletNode | None, inventory: Iterable[NodeDevice] | None) -> tuple[int, ...]:
+    """The node's GPUs (indices into ``gpus.devices``) in the order shares should prefer them on a tie.
+
+    The kubelet hands whole GPUs to ``nvidia.com/gpu`` pods in its device plugin's order (on the
+    NUMA nodes the Topology Manager chose) and knows nothing of shares; a whole-GPU pod whose
+    pick lands on a GPU holding shares is refused. So among GPUs a packing policy rates equal, a
+    share takes first a GPU the kubelet does not serve, then the one it would hand out last.
+    """
+    position: dict[str, int] = {}
+    if kubelet is not None and inventory is not None:
+        tables = kubelet.devices.state.devices
+        for resource in _gpu_resources(inventory):
+            for i, device in enumerate(tables.get(resource, ())):
+                position.setdefault(device, i)
+
+    def rank(i: int) -> tuple[int, int]:
+        served = position.get(gpus.devices[i].id)
+        return (0, i) if served is None else (1, -served)
+
+    return tuple(sorted(range(len(gpus.devices)), key=rank))
+
+
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
@@ -124,16 +146,35 @@ class _NodeGPUs:
     """A node's GPUs as the plugin reads them, each part computed when first read.
 
     ``state``: the GPUs with every share taken; ``busy``: the GPUs the node's kubelet gave
-    whole (no shares there); ``free``: per GPU, its free share in milli-GPU (0 where busy).
+    whole (no shares there); ``free``: per GPU, its free share in milli-GPU (0 where busy);
+    ``tie_order``: the GPUs the kubelet hands out last first (see :func:`share_tie_order`);
+    ``shared``: the GPUs holding shares.
     """
 
-    __slots__ = ("_node", "_default_memory", "_state", "_busy", "_free")
+    __slots__ = ("_node", "_default_memory", "_state", "_busy", "_free", "_tie_order", "_shared")
 
     def __init__(self, node: NodeRecord, default_memory: int) -> None:
         self._node, self._default_memory = node, default_memory
         self._state: NodeGPUState | None = None
         self._busy: frozenset[str] | None = None
         self._free: tuple[int, ...] | None = None
+        self._tie_order: tuple[int, ...] | None = None
+        self._shared: frozenset[str] | None = None
+
+    @property
+    def shared(self) -> frozenset[str]:
+        """The GPUs holding shares of some pod (compute or memory)."""
+        if self._shared is None:
+            state = self.state
+            self._shared = frozenset(d.id for d, core, memory in zip(state.devices, state.used_core, state.used_memory)
+                                     if core or memory)
+        return self._shared
+
+    @property
+    def tie_order(self) -> tuple[int, ...]:
+        if self._tie_order is None:
+            self._tie_order = share_tie_order(self.state, self._node.model, self._node.inventory)
+        return self._tie_order
 
     @property
     def state(self) -> NodeGPUState:
@@ -237,15 +278,50 @@ class GPUShare:
         known = self._gpus(state.get("cluster"), node)
         gpus, busy = known.state, known.busy
         candidates = [d.id for d in gpus.devices if d.id not in busy and (not numa or d.numa is None or d.numa in numa)]
-        return gpus.choose(request, candidates=candidates, policy=self._policy(), host=self._host(node, pod)), gpus
+        return gpus.choose(request, candidates=candidates, policy=self._policy(), host=self._host(node, pod),
+                           tie_order=known.tie_order), gpus
 
     # ---- filter and score ----------------------------------------------------------------------
 
+    def _whole(self, state: CycleState, pod: Pod) -> tuple[tuple[str, int], ...]:
+        """The pod's requests of extended resources other than shares (whole GPUs among them)."""
+        key = f"{self.name}.whole"
+        if key not in state:
+            state[key] = tuple(sorted((r, n) for r, n in pod.effective_requests().items()
+                                      if n > 0 and "/" in r and not r.startswith(_SHARE_PREFIX)))
+        return state[key]
+
+    def _whole_fits(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
+        """A whole-GPU pod passes unless every pick the kubelet could make holds a GPU with shares.
+
+        The kubelet hands out ``n`` of its free GPUs and does not know shares: when fewer than
+        ``n`` of them are free of shares, whichever it picks, the pod would be refused at Reserve.
+        """
+        whole = self._whole(state, pod)
+        if not whole or node.model is None or node.inventory is None:
+            return Status.success()
+        served = _gpu_resources(node.inventory)
+        devices = node.model.devices
+        for resource, count in whole:
+            if resource not in served or resource not in devices.resources:
+                continue
+            free = devices.available(resource)
+            if len(free) < count:
+                continue  # too few at all: NodeResourcesFit says so
+            shared = self._gpus(state.get("cluster"), node).shared
+            clean = len(free - shared) if shared else len(free)
+            if clean < count:
+                return Status.unschedulable(
+                    f"needs {count} {resource}; only {clean} of the {len(free)} GPUs the kubelet could hand out "
+                    f"hold no shares of other pods", plugin=self.name)
+        return Status.success()
+
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
-        """Some GPU (or ``count`` of them) of the node has the share free."""
+        """Some GPU (or ``count`` of them) of the node has the share free; a whole-GPU pod cannot be
+        given a GPU holding shares."""
         request = self._request(state, pod)
         if request is None:
-            return Status.success()
+            return self._whole_fits(state, pod, node)
         known = self._gpus(state.get("cluster"), node)
         gpus, busy = known.state, known.busy
         fitting = gpus.count_fitting(request, busy)
@@ -256,15 +332,26 @@ class GPUShare:
         return Status.unschedulable(NodeGPUState.too_few(request, fitting, candidates).reason, plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
-        """All rows at once for pods without shares; node by node (stale rows only) otherwise."""
+        """All rows at once for pods without shares or whole GPUs; node by node otherwise (whole-GPU
+        pods: only the rows whose nodes serve the resource)."""
         if self._request(state, pod) is None:
-            return np.ones(len(rows), dtype=bool), ""
+            whole = [r for r, _ in self._whole(state, pod) if r in table.resources]
+            if not whole:
+                return np.ones(len(rows), dtype=bool), ""
+            alloc = table.view("alloc")[rows][:, [table.resource_column(r) for r in whole]]
+            mask = np.ones(len(rows), dtype=bool)
+            reasons = [""] * len(rows)
+            for i in np.flatnonzero((alloc > 0).any(axis=1)).tolist():
+                reason = self.filter_few(state, pod, table, [int(rows[i])])[0]
+                if reason is not None:
+                    mask[i], reasons[i] = False, reason
+            return mask, reasons
         reasons = self.filter_few(state, pod, table, rows)
         return np.array([r is None for r in reasons], dtype=bool), [r or "" for r in reasons]
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
-        """Per row: None where it passes, else why no GPU holds the share."""
-        if self._request(state, pod) is None:
+        """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
+        if self._request(state, pod) is None and not self._whole(state, pod):
             return [None] * len(rows)
         out: list[str | None] = []
         for row in rows:
@@ -336,9 +423,7 @@ class GPUShare:
             taken = {i for ids in placement.devices().values() for i in ids}
             if not taken:
                 return Status.success()  # the common case: a pod without devices clashes with nothing
-            gpus = self._gpus(state.get("cluster"), node).state
-            shared = {d.id for d, used in zip(gpus.devices, gpus.used_core) if used}
-            clash = shared & taken
+            clash = self._gpus(state.get("cluster"), node).shared & taken
             if clash:
                 return Status.unschedulable(f"the node's kubelet would hand out GPU {sorted(clash)[0]}, which holds "
                                             f"shares of other pods", plugin=self.name)
