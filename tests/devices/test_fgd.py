@@ -34,6 +34,7 @@ from toposched.devices.fgd import (
     TargetWorkload,
     Task,
     feasible,
+    feasible_one,
     fragmentation,
     make_policy,
     node_fragmentation,
@@ -355,6 +356,8 @@ def test_normalizing_the_raw_scores_of_the_feasible_nodes_gives_the_scores(node_
         # a raw score reads its node alone: scoring one node at a time gives the same raw scores
         alone = [again.raw_score(NodeBatch.from_views([v]), pod).scores[0] for v in node_views]
         assert alone == raw.scores.tolist()
+        assert [again.raw_score_one(v, pod) for v in node_views] == raw.scores.tolist()
+        assert [feasible_one(v, pod) for v in node_views] == feasible(batch, pod).tolist()
 
 
 def test_dot_product_merges_gpus_and_normalises_by_the_largest_node():

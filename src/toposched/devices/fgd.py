@@ -349,6 +349,16 @@ def node_fragmentation(view: NodeView, workload: TargetWorkload) -> float:
     return float(fragmentation(NodeBatch.from_views([view]), workload)[0])
 
 
+def feasible_one(view: NodeView, task: Task) -> bool:
+    """:func:`feasible` for one node, in plain Python."""
+    if view.cpu_free < task.cpu or view.memory_free < task.memory:
+        return False
+    if not task.num_gpu:
+        return True
+    milli = task.gpu_milli
+    return task.accessible(view.gpu_model) and sum(1 for g in view.gpu_free if g >= milli) >= task.num_gpu
+
+
 def feasible(batch: NodeBatch, task: Task) -> np.ndarray:
     """Which nodes can take the task now: host resources, GPU model, enough GPUs with its milli free.
 
@@ -422,6 +432,10 @@ class Policy(ABC):
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """The final scores of nodes that are all feasible, from their raw scores (identity unless ``normalizes``)."""
         return raw
+
+    def raw_score_one(self, view: NodeView, task: Task) -> int:
+        """:meth:`raw_score` of one node (0 where infeasible), for callers scoring a few nodes."""
+        return int(self.raw_score(NodeBatch.from_views([view]), task).scores[0])
 
     def choose_gpus(self, view: NodeView, task: Task, eligible: Sequence[bool] | None = None) -> tuple[int, ...] | None:
         """Which GPUs of the node (indices into ``view.gpu_free``) the task gets; None when none fit.
@@ -572,6 +586,14 @@ class BestFit(Policy):
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Upstream NormalizeScore over the given (feasible) nodes."""
         return _normalize(np.asarray(raw, dtype=np.int64), np.ones(len(raw), dtype=bool))
+
+    def raw_score_one(self, view: NodeView, task: Task) -> int:
+        """:meth:`raw_score` of one node in plain Python (the same float arithmetic, so the same value)."""
+        if not feasible_one(view, task):
+            return 0
+        s = (view.cpu_free - task.cpu) / MAX_SPEC_CPU * 0.5
+        s = s + (sum(view.gpu_free) - task.total_milli) / MAX_SPEC_GPU * 0.5
+        return int(math.trunc((1.0 - s) * MAX_NODE_SCORE))
 
 
 def _normalize(raw: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -53,6 +53,7 @@ __all__ = [
     "format_quantity",
     "gpu_allocation",
     "gpu_device_allocations",
+    "gpu_entries",
     "parse_device_allocated",
 ]
 
@@ -204,10 +205,14 @@ def gpu_device_allocations(allocation: GPUAllocation, state: NodeGPUState) -> tu
     ``gpu-memory-ratio``: 100 for a whole GPU, the requested percent for a ratio request, and
     for a request in bytes Koordinator's ``memoryBytesToRatio`` (float, truncated).
     """
+    return gpu_entries(allocation, tuple(state.devices[state.minor(s.device)].memory for s in allocation.shares))
+
+
+def gpu_entries(allocation: GPUAllocation, memories: Sequence[int]) -> tuple[DeviceAllocation, ...]:
+    """:func:`gpu_device_allocations` given each share's GPU memory in bytes (in the order of the shares)."""
     request = allocation.request
     entries = []
-    for share in allocation.shares:
-        device = state.devices[state.minor(share.device)]
+    for share, device_memory in zip(allocation.shares, memories, strict=True):
         resources: dict[str, Fraction] = {}
         if request.core is not None:
             resources[GPU_CORE] = Fraction(request.core, 10)
@@ -215,7 +220,7 @@ def gpu_device_allocations(allocation: GPUAllocation, state: NodeGPUState) -> tu
         if request.memory_ratio is not None:
             resources[GPU_MEMORY_RATIO] = Fraction(request.memory_ratio, 10)
         else:
-            resources[GPU_MEMORY_RATIO] = Fraction(int(float(share.memory) / float(device.memory) * 100))
+            resources[GPU_MEMORY_RATIO] = Fraction(int(float(share.memory) / float(device_memory) * 100))
         entries.append(DeviceAllocation(share.minor, resources))
     return tuple(entries)
 

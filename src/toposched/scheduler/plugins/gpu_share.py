@@ -21,15 +21,16 @@ and memory were aligned to when it has any.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from toposched.devices.fgd import MILLI, NodeBatch, Policy, TargetWorkload, Task, make_policy
+from toposched.devices.fgd import MILLI, NodeBatch, NodeView, Policy, TargetWorkload, Task, make_policy
 from toposched.devices.inventory import NodeDevice
-from toposched.devices.koordinator import format_device_allocated, gpu_device_allocations
+from toposched.devices.koordinator import format_device_allocated, gpu_entries
 from toposched.devices.share import (
     ALIBABA_GPU_MILLI,
     DEFAULT_GPU_MEMORY,
@@ -69,8 +70,7 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
 
     Remembered per node until the set of shares there changes (a reserve or a pod leaving).
     """
-    held = tuple((uid, id(e.extras[GPUShare.name])) for uid, e in node.pods.items() if GPUShare.name in e.extras)
-    key = (id(node.inventory), default_memory, node.spec.labels.get("toposched.io/gpu-model", ""), held)
+    key = _state_key(node, default_memory)
     known = _STATES.get(id(node))
     if known is not None and known[0] == key and known[1] is node:
         return known[2]
@@ -80,10 +80,20 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
         allocation = entry.extras.get(GPUShare.name)
         if allocation is not None:
             state = state.take(allocation, source=f"pod {entry.pod.key}")
+    _remember_state(node, key, state)
+    return state
+
+
+def _state_key(node: NodeRecord, default_memory: int) -> tuple:
+    """What a node's GPU state is computed from: its hardware, settings and the shares it holds."""
+    held = tuple((uid, id(e.extras[GPUShare.name])) for uid, e in node.pods.items() if GPUShare.name in e.extras)
+    return (id(node.inventory), default_memory, node.spec.labels.get("toposched.io/gpu-model", ""), held)
+
+
+def _remember_state(node: NodeRecord, key: tuple, state: NodeGPUState) -> None:
     if len(_STATES) > 65536:
         _STATES.clear()
     _STATES[id(node)] = (key, node, state)
-    return state
 
 
 # id(node record) -> (what the state was computed from, the record, the state)
@@ -363,37 +373,63 @@ class GPUShare:
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """The packing policy's raw 0-100 score of each row's GPUs for the pod (0 for pods without shares).
 
-        Raw: a row's score depends on that row alone; :meth:`normalize_scores` then normalises
-        over every feasible node (BestFit's min-max, Random's draw), as NormalizeScore does.
+        Raw: a row's score depends on that row alone (a request in bytes is measured against
+        that node's smallest GPU); :meth:`normalize_scores` then normalises over every feasible
+        node (BestFit's min-max, Random's draw), as NormalizeScore does.
         """
         request = self._request(state, pod)
         out = np.zeros(len(rows), dtype=np.int64)
         if request is None or not len(rows):
             return out
-        nodes = [table.cluster.nodes.get(table.names[row]) for row in rows]
-        known = [self._gpus(table.cluster, n) if n is not None else None for n in nodes]
-        states = [k.state if k is not None else None for k in known]
-        width = max((len(s.devices) for s in states if s is not None), default=0)
-        if not width:
-            return out
-        free, cpu_free, memory_free = [], [], []
-        for node, gpus in zip(nodes, known):
-            row = list(gpus.free) if gpus is not None else []
-            free.append(row + [0] * (width - len(row)))
-            cpu, memory = _host_free(node) if node is not None else (0, 0)
-            cpu_free.append(cpu)
-            memory_free.append(memory)
-        batch = NodeBatch(
-            cpu_free=cpu_free, memory_free=memory_free, gpu_free=free,
-            gpu_count=[len(s.devices) if s is not None else 0 for s in states],
-            gpu_model=tuple(s.model if s is not None else "" for s in states),
-        )
-        smallest = min((d.memory for s in states if s is not None for d in s.devices), default=DEFAULT_GPU_MEMORY)
-        requests = pod.effective_requests()
-        task = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
-                    gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
-        scores = self._policy().raw_score(batch, task)
-        return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
+        groups: dict[int, list[tuple[int, NodeView]]] = {}  # smallest GPU memory -> (position, view)
+        for i, row in enumerate(rows.tolist()):
+            seen = self._view(table, row, pod)
+            if seen is not None:
+                groups.setdefault(seen[1], []).append((i, seen[0]))
+        policy = self._policy()
+        for smallest, members in groups.items():
+            scores = policy.raw_score(NodeBatch.from_views([v for _, v in members]), self._task(state, pod, smallest))
+            values = np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0)
+            out[[i for i, _ in members]] = values
+        return out
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
+        """:meth:`score_all` node by node in plain Python where the policy has that form (0 for pods without shares)."""
+        if self._request(state, pod) is None:
+            return [0] * len(rows)
+        policy = self._policy()
+        out = []
+        for row in rows:
+            seen = self._view(table, row, pod)
+            if seen is None:
+                out.append(0)
+                continue
+            score = policy.raw_score_one(seen[0], self._task(state, pod, seen[1]))
+            out.append(min(max(score, 0), MAX_NODE_SCORE))
+        return out
+
+    def _view(self, table: NodeTable, row: int, pod: Pod) -> tuple[NodeView, int] | None:
+        """A row's node as the packing policies see it, and its smallest GPU memory; None without GPUs."""
+        node = table.cluster.nodes.get(table.names[row])
+        if node is None:
+            return None
+        gpus = self._gpus(table.cluster, node)
+        state = gpus.state
+        if not state.devices:
+            return None
+        cpu, memory = _host_free(node)
+        return NodeView(cpu, memory, gpus.free, state.model), min(d.memory for d in state.devices)
+
+    def _task(self, state: CycleState, pod: Pod, smallest: int) -> Task:
+        """The pod as the policies see it on a node whose smallest GPU has ``smallest`` bytes (kept per cycle)."""
+        key = f"{self.name}.task.{smallest}"
+        task = state.get(key)
+        if task is None:
+            request = self._request(state, pod)
+            requests = pod.effective_requests()
+            task = state[key] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
+                                     gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
+        return task
 
     def normalizes(self, state: CycleState, pod: Pod) -> bool:
         """Whether the pod's scores need :meth:`normalize_scores` (a share pod under BestFit or Random)."""
@@ -404,12 +440,6 @@ class GPUShare:
         if not self.normalizes(state, pod):
             return scores
         return self._policy().normalize(scores)
-
-    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
-        """:meth:`score_all` as a list (0 for pods without shares, without a look at the rows)."""
-        if self._request(state, pod) is None:
-            return [0] * len(rows)
-        return self.score_all(state, pod, table, np.array(rows, dtype=np.int64)).tolist()
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
@@ -441,15 +471,26 @@ class GPUShare:
             return Status.success()
         allocation: GPUAllocation = chosen[1]
         entry = node.pods[pod.uid or pod.key]
-        entry.extras[self.name] = allocation
         cluster = state.get("cluster")
+        before = self._gpus(cluster, node).state
+        entry.extras[self.name] = allocation
+        # The new state is the old one with this allocation taken (what node_gpu_state would
+        # rebuild from every share on the node), remembered under the node's new key.
+        after = before.take(allocation, source=f"pod {pod.key}")
+        _remember_state(node, _state_key(node, self.default_memory), after)
         kept = self._kept.get(cluster) if cluster is not None else None
         if kept is not None:
             kept.forget(node.name)  # the node's shares changed without the cluster knowing
-        gpus = self._gpus(cluster, node).state
-        annotation = format_device_allocated({"gpu": gpu_device_allocations(allocation, gpus)})
+        annotation = _device_allocated(allocation, tuple(after.devices[s.minor].memory for s in allocation.shares))
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
+
+
+@functools.lru_cache(maxsize=4096)
+def _device_allocated(allocation: GPUAllocation, memories: tuple[int, ...]) -> str:
+    """The ``device-allocated`` annotation of an allocation whose GPUs have these memories
+    (remembered: pods of one shape on one hardware model get the same text)."""
+    return format_device_allocated({"gpu": gpu_entries(allocation, memories)})
 
 
 def _host_free(node: NodeRecord) -> tuple[int, int]:
