@@ -151,30 +151,23 @@ class Scheduler:
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
         verdict, _, base, raws = self._evaluate(state, pod, key)
-        candidates = self._normalized(state, pod, verdict, base, raws) if raws else base
+        # A working copy: the cached candidates change only where a node refuses (below).
+        candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
-        tried: tuple[int, int] | None = None  # (row, candidate score) of the node that took the pod
-        try:
-            for _ in range(self.max_exact_attempts):
-                row = int(np.argmax(candidates))  # the best score; the lowest row among equals
-                score = int(candidates[row])
-                if score == _NO_SCORE:
-                    break
-                tried = (row, score)
-                candidates[row] = _NO_SCORE
-                name = self.table.names[row]
-                refused = self._reserve(state, pod, name, now)
-                if refused is None:
-                    placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
-                    return Decision(pod.key, name, placement, Status.success(), dict(refusals), live)
-                # The refusal holds for pods of this shape until the node changes (which recomputes
-                # its row): recorded as the row's verdict, no later pod of the shape tries it again.
-                tried = None
-                refusals[refused] += 1
-                verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
-        finally:
-            if tried is not None and candidates is base:  # put back what the cache held
-                base[tried[0]] = tried[1]
+        for _ in range(self.max_exact_attempts):
+            row = int(np.argmax(candidates))  # the best score; the lowest row among equals
+            if candidates[row] == _NO_SCORE:
+                break
+            candidates[row] = _NO_SCORE
+            name = self.table.names[row]
+            refused = self._reserve(state, pod, name, now)
+            if refused is None:
+                placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
+                return Decision(pod.key, name, placement, Status.success(), dict(refusals), live)
+            # The refusal holds for pods of this shape until the node changes (which recomputes
+            # its row): recorded as the row's cached verdict, no later pod of the shape tries it again.
+            refusals[refused] += 1
+            verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
         reasons: Counter[str] = Counter({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
         status, nominated = Status.unschedulable("no node fits", plugin="Scheduler"), None

@@ -349,10 +349,10 @@ class GPUShare:
             if not whole:
                 return np.ones(len(rows), dtype=bool), ""
             alloc = table.view("alloc")[rows][:, [table.resource_column(r) for r in whole]]
+            serving = np.flatnonzero((alloc > 0).any(axis=1))
             mask = np.ones(len(rows), dtype=bool)
             reasons = [""] * len(rows)
-            for i in np.flatnonzero((alloc > 0).any(axis=1)).tolist():
-                reason = self.filter_few(state, pod, table, [int(rows[i])])[0]
+            for i, reason in zip(serving.tolist(), self.filter_few(state, pod, table, rows[serving].tolist())):
                 if reason is not None:
                     mask[i], reasons[i] = False, reason
             return mask, reasons
@@ -383,7 +383,7 @@ class GPUShare:
             return out
         groups: dict[int, list[tuple[int, NodeView]]] = {}  # smallest GPU memory -> (position, view)
         for i, row in enumerate(rows.tolist()):
-            seen = self._view(table, row, pod)
+            seen = self._view(table, row)
             if seen is not None:
                 groups.setdefault(seen[1], []).append((i, seen[0]))
         policy = self._policy()
@@ -400,7 +400,7 @@ class GPUShare:
         policy = self._policy()
         out = []
         for row in rows:
-            seen = self._view(table, row, pod)
+            seen = self._view(table, row)
             if seen is None:
                 out.append(0)
                 continue
@@ -408,7 +408,7 @@ class GPUShare:
             out.append(min(max(score, 0), MAX_NODE_SCORE))
         return out
 
-    def _view(self, table: NodeTable, row: int, pod: Pod) -> tuple[NodeView, int] | None:
+    def _view(self, table: NodeTable, row: int) -> tuple[NodeView, int] | None:
         """A row's node as the packing policies see it, and its smallest GPU memory; None without GPUs."""
         node = table.cluster.nodes.get(table.names[row])
         if node is None:
