@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from toposched.kube.client import WatchEvent
 from toposched.kube.cluster_sync import ClusterSync
 from toposched.kubelet import KubeletConfig
@@ -10,6 +12,7 @@ from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import dump_nrt, nrt_from_machine
+from toposched.workload import Pod
 
 GI = 2**30
 
@@ -231,3 +234,49 @@ def test_an_admission_rejection_of_our_pod_is_reported_once_with_the_kubelets_re
         sync.on_pod(WatchEvent("MODIFIED", failed))
     assert heard == ["TopologyAffinityError"]
     assert sync.cluster.pod_node == {}
+
+
+@pytest.mark.parametrize("cpus", ["1", "500m"])  # with exclusive CPUs, and device ids alone
+def test_after_a_restart_bound_pods_get_the_device_ids_their_annotations_name(cpus):
+    # An agent-enforced node known from its report: 2 GPUs per NUMA zone. Pods placed by one
+    # process keep, in the next, the GPU ids the agent applied (replayed in another order, the
+    # replica alone would hand p1's GPU to p2).
+    def gpu_nrt():
+        nrt = nrt_from_machine(machine(), node_name="a", policy="single-numa-node", reserved_cpus=CPUSet([0, 8]),
+                               device_resources={"nvidia.com/gpu": {0: 2, 1: 2}},
+                               extra_attributes={"toposched.io/device-enforcement": "agent"})
+        return dump_nrt(nrt)
+
+    def gpu_pod(name, *, node="", annotations=None):
+        obj = pod_obj(name, cpus, node=node, annotations=annotations)
+        obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+        return obj
+
+    def gpu_node():
+        obj = node_obj("a")
+        obj["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+        return obj
+
+    first = make_sync()
+    first.relist_nodes([gpu_node()])
+    first.relist_nrts([gpu_nrt()])
+    first.relist_pods([gpu_pod(f"p{i}") for i in range(3)])
+    placed = {}
+    for pod in first.pending():
+        d = first.scheduler.schedule(pod, now=0)
+        assert d.node == "a", d.message
+        first.scheduler.bound(pod, now=0)
+        placed[pod.name] = d.placement
+    first.scheduler.cluster.forget("uid-p0")  # p0 leaves: the agent's packing shows in who holds what
+    d = first.scheduler.schedule(Pod.from_dict(gpu_pod("p3")), now=0)
+    placed["p3"] = d.placement
+    del placed["p0"]
+    second = make_sync()
+    second.relist_nodes([gpu_node()])
+    second.relist_nrts([gpu_nrt()])
+    second.relist_pods([gpu_pod(name, node="a", annotations=p.annotations()) for name, p in reversed(placed.items())])
+    for name, placement in placed.items():
+        got = second.cluster.nodes["a"].pods[f"uid-{name}"].placement.devices()
+        assert got == placement.devices()
+    held = [i for p in placed.values() for i in p.devices()["nvidia.com/gpu"]]
+    assert len(set(held)) == len(held) == 3

@@ -20,7 +20,7 @@ from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, Profile
 from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.placement import ContainerPlacement, Placement
-from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT, PLACEMENT_OVERRIDE_KEY
+from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT
 from toposched.scheduler.plugins.zone_capacity import (
     CPU_CAPACITY_ATTRIBUTE,
     ZoneCapacity,
@@ -243,8 +243,8 @@ def test_confirm_judges_the_placement_another_plugin_replaced():
     state = CycleState(cluster=cluster)
     plugin = ZoneCapacity({})
     assert plugin.confirm(state, pod, cluster.nodes["n"], placement).is_success
-    state[PLACEMENT_OVERRIDE_KEY] = Placement("n", frozenset({1}), {"c": ContainerPlacement(P("4-5"), frozenset({1}))})
-    assert plugin.confirm(state, pod, cluster.nodes["n"], placement).code.label == "Unschedulable"
+    replaced = Placement("n", frozenset({1}), {"c": ContainerPlacement(P("4-5"), frozenset({1}))})
+    assert plugin.confirm(state, pod, cluster.nodes["n"], replaced).code.label == "Unschedulable"
 
 
 def test_the_cycle_tries_the_next_node_when_the_replica_lands_in_a_full_zone():

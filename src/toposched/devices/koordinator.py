@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from toposched.devices.inventory import NodeDevice
+from toposched.devices.joint import DEVICE_TYPE_KINDS
 from toposched.devices.share import (
     GPU_CORE,
     GPU_MEMORY,
@@ -55,12 +57,14 @@ __all__ = [
     "gpu_device_allocations",
     "gpu_entries",
     "parse_device_allocated",
+    "whole_device_entries",
 ]
 
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 GPU = "gpu"
 RDMA = "rdma"
 RDMA_RESOURCE = "koordinator.sh/rdma"
+_RDMA_KINDS = DEVICE_TYPE_KINDS[RDMA]
 
 _BINARY_RESOURCES = frozenset({GPU_MEMORY})
 _DECIMAL_SUFFIX = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E", -3: "m", -6: "u", -9: "n"}
@@ -223,6 +227,30 @@ def gpu_entries(allocation: GPUAllocation, memories: Sequence[int]) -> tuple[Dev
             resources[GPU_MEMORY_RATIO] = Fraction(int(float(share.memory) / float(device_memory) * 100))
         entries.append(DeviceAllocation(share.minor, resources))
     return tuple(entries)
+
+
+def whole_device_entries(inventory: Iterable[NodeDevice], ids: Iterable[str],
+                         gpus: NodeGPUState) -> dict[str, tuple[DeviceAllocation, ...]]:
+    """Koordinator's entries for whole devices the scheduler chose: ``gpu`` and ``rdma`` by minor.
+
+    A GPU takes all of itself (``gpu-core`` and ``gpu-memory-ratio`` 100, ``gpu-memory`` its
+    memory), its minor from ``gpus`` (the node's GPU order); an RDMA NIC takes
+    ``koordinator.sh/rdma`` 100, its minor being its position among the node's RDMA devices
+    (inventory order), with its PCI address as ``id``. Other devices are left out.
+    """
+    chosen = set(ids)
+    rdma_order = [d for d in inventory if d.kind in _RDMA_KINDS]
+    out: dict[str, tuple[DeviceAllocation, ...]] = {}
+    gpu_entries_ = [DeviceAllocation(gpus.minor(d.id), {GPU_CORE: Fraction(100), GPU_MEMORY: Fraction(d.memory),
+                                                        GPU_MEMORY_RATIO: Fraction(100)})
+                    for d in gpus.devices if d.id in chosen]
+    if gpu_entries_:
+        out[GPU] = tuple(gpu_entries_)
+    rdma = [DeviceAllocation(minor, {RDMA_RESOURCE: Fraction(100)}, id=d.id)
+            for minor, d in enumerate(rdma_order) if d.id in chosen]
+    if rdma:
+        out[RDMA] = tuple(rdma)
+    return out
 
 
 def gpu_allocation(entries: Sequence[DeviceAllocation], state: NodeGPUState, *,

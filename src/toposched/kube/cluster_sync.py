@@ -12,6 +12,7 @@ The clock is passed in; nothing here does I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -225,8 +226,15 @@ class ClusterSync:
         uid = pod.uid or pod.key
         self.cluster.add_bound_pod(pod, node, self.clock())
         self._bound[key] = (uid, node)
-        if placement is None or not placement.cpuset:
+        if placement is None or not (placement.cpuset or placement.devices()):
             return
+        if not placement.cpuset:  # device ids only (an agent applies them): the replica's cpusets stay
+            current = self.cluster.nodes[node].pods[uid].placement
+            if current is None:
+                return
+            placement = dataclasses.replace(current, containers={
+                name: dataclasses.replace(c, devices=placement.containers[name].devices)
+                if name in placement.containers else c for name, c in current.containers.items()})
         taken = set()
         for other_uid, entry in self.cluster.nodes[node].pods.items():
             if other_uid != uid and entry.placement is not None:

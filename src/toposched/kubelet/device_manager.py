@@ -1077,6 +1077,35 @@ class DeviceManager:
             raise
         return self.pod_devices(pod)
 
+    def reassign(self, pod: Pod | str, container: str, devices: Mapping[str, Iterable[str]]) -> None:
+        """Give a container these device ids instead of the ones it holds (an agent enforces them).
+
+        Per resource the count stays the same and every id must be healthy and held by no other
+        container; otherwise InputError names the resource, and nothing changes.
+        """
+        uid = _pod_uid(pod)
+        s = self._state
+        containers = dict(s.allocations.get(uid, {}))
+        own = dict(containers.get(container, {}))
+        for resource, ids in devices.items():
+            ids = frozenset(ids)
+            held = own.get(resource, _EMPTY_IDS)
+            where = f"container {container} of pod {uid}"
+            if len(ids) != len(held):
+                raise InputError(f"{len(ids)} {resource} given where the kubelet allocated {len(held)}",
+                                 field=f"devices.{resource}", source=where)
+            unknown = ids - s.healthy.get(resource, _EMPTY_IDS)
+            if unknown:
+                raise InputError(f"{resource} {sorted(unknown)[0]} is not a healthy device of the node",
+                                 field=f"devices.{resource}", source=where)
+            taken = ids & (s.in_use(resource) - held)
+            if taken:
+                raise InputError(f"{resource} {sorted(taken)[0]} is held by another container",
+                                 field=f"devices.{resource}", source=where)
+            own[resource] = ids
+        containers[container] = MappingProxyType(own)
+        self._state = s._with(MappingProxyType({**s.allocations, uid: MappingProxyType(containers)}), s.reusable)
+
     def release(self, pod: Pod | str) -> None:
         """Free every device the pod holds and forget its reusable set (a pod that is gone)."""
         uid = _pod_uid(pod)

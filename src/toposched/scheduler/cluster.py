@@ -315,12 +315,14 @@ class Cluster:
         self._changed(node)
 
     def replace_placement(self, pod: Pod, placement: Placement) -> None:
-        """Make ``placement`` the placement of a pod already on its node (an agent-enforced cpuset).
+        """Make ``placement`` the placement of a pod already on its node (agent-enforced cpusets, device ids).
 
         The replica's CPU manager state takes the new exclusive cpusets (the shared pool gets the
-        old CPUs back and gives up the new ones), the ledger entry's per-zone usage moves with
-        the CPUs, and the node's row is refreshed; Unreserve still restores the state from before
-        the pod was admitted.
+        old CPUs back and gives up the new ones), its device manager the new device ids
+        (:meth:`~toposched.kubelet.device_manager.DeviceManager.reassign`: same counts, free
+        healthy ids, else InputError and nothing changes), the ledger entry's per-zone usage
+        moves with them, and the node's row is refreshed; Unreserve still restores the state
+        from before the pod was admitted.
         """
         uid = _uid(pod)
         node = self.pod_node.get(uid)
@@ -328,6 +330,8 @@ class Cluster:
             raise InputError(f"pod is not on node {placement.node}", field="pod", source=f"pod {pod.key}")
         record = self.nodes[node]
         entry = record.pods[uid]
+        if record.model is not None:
+            self._reassign_devices(record, entry, uid, placement)
         old = entry.placement.cpuset if entry.placement is not None else CPUSet()
         cpu = record.model.cpu if record.model is not None else None
         if cpu is not None:
@@ -343,10 +347,40 @@ class Cluster:
                 for cpu_id in cpus:
                     zone = entry.usage.setdefault(machine.cpu(cpu_id).numa_id, {})
                     zone["cpu"] = zone.get("cpu", 0) + sign * 1000
-            entry.usage = {n: {k: v for k, v in z.items() if v} for n, z in entry.usage.items()}
-            entry.usage = {n: z for n, z in entry.usage.items() if z}
+            entry.usage = _pruned(entry.usage)
         entry.placement = placement
         self._changed(node)
+
+    @staticmethod
+    def _reassign_devices(record: NodeRecord, entry: PodEntry, uid: str, placement: Placement) -> None:
+        """The device-plugin ids of ``placement`` into the replica, the ledger's zone usage moved with them."""
+        devices = record.model.devices  # type: ignore[union-attr]
+        managed = set(devices.resources)
+        held = devices.pod_devices(uid)
+        changes = {}
+        for name, c in placement.containers.items():
+            wanted = {r: frozenset(ids) for r, ids in c.devices.items() if r in managed}
+            if any(wanted[r] != held.get(name, {}).get(r, frozenset()) for r in wanted):
+                changes[name] = wanted
+        if not changes:
+            return
+        before = record.model.available()  # type: ignore[union-attr]
+        state = devices.state
+        try:
+            for name, wanted in changes.items():
+                devices.reassign(uid, name, wanted)
+        except InputError:
+            devices.restore(state)
+            raise
+        after = record.model.available()  # type: ignore[union-attr]
+        for numa_id in set(before) | set(after):
+            was, now = before.get(numa_id, {}), after.get(numa_id, {})
+            for resource in set(was) | set(now):
+                moved = was.get(resource, 0) - now.get(resource, 0)
+                if moved:
+                    zone = entry.usage.setdefault(numa_id, {})
+                    zone[resource] = zone.get(resource, 0) + moved
+        entry.usage = _pruned(entry.usage)
 
     def add_bound_pod(self, pod: Pod, node: str, now: float) -> Placement | None:
         """A pod already bound to ``node`` (by us before a restart, or by another scheduler).
@@ -424,6 +458,12 @@ def _taken(before: Mapping[int, Mapping[str, int]], after: Mapping[int, Mapping[
         if taken:
             out[numa_id] = taken
     return out
+
+
+def _pruned(usage: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
+    """Per-zone usage without the amounts that came back to 0 (and the zones left empty)."""
+    out = {n: {k: v for k, v in z.items() if v} for n, z in usage.items()}
+    return {n: z for n, z in out.items() if z}
 
 
 def _uid(pod: Pod) -> str:

@@ -31,9 +31,14 @@ from typing import Any
 
 from toposched.errors import InputError
 
-__all__ = ["MAX_NODE_SCORE", "CycleState", "Profile", "Registry", "registry"]
+__all__ = ["MAX_NODE_SCORE", "PLACEMENT_OVERRIDE_KEY", "CycleState", "Profile", "Registry", "registry"]
 
 MAX_NODE_SCORE = 100
+
+# The CycleState key under which a confirm hook leaves the placement that replaces the replica's
+# (the cpuset or device ids an agent enforces instead of the kubelet). Later confirm hooks are
+# given it instead of the replica's, and the scheduler applies it to the ledger before Reserve.
+PLACEMENT_OVERRIDE_KEY = "placement-override"
 
 
 class CycleState(dict):

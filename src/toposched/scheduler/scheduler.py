@@ -26,7 +26,7 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.scheduler.cluster import Cluster
-from toposched.scheduler.framework import CycleState, Profile
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, Profile
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.status import Code, Status
 from toposched.scheduler.table import NodeTable
@@ -426,11 +426,19 @@ class Scheduler:
         if placement is None:
             return f"kubelet would reject: {admission.reason}" if admission else "node refused the pod"
         record = self.cluster.nodes[node]
+        state.pop(PLACEMENT_OVERRIDE_KEY, None)  # left by a node tried before
         for _, confirm in self._confirms:
-            verdict = confirm(state, pod, record, placement)
+            verdict = confirm(state, pod, record, state.get(PLACEMENT_OVERRIDE_KEY) or placement)
             if not verdict.is_success:
                 self.cluster.forget(pod)
                 return verdict.message
+        override = state.pop(PLACEMENT_OVERRIDE_KEY, None)
+        if override is not None:
+            try:
+                self.cluster.replace_placement(pod, override)
+            except InputError as err:  # a hook's replacement the replica cannot take: the node refuses
+                self.cluster.forget(pod)
+                return f"cannot apply the agent's placement: {err}"
         for i, plugin in enumerate(self.profile.reserves):
             verdict = plugin.reserve(state, pod, record)
             if not verdict.is_success:

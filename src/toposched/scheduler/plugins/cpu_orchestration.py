@@ -31,8 +31,9 @@ bind policy says how they are bound. In the cycle:
   :func:`take_cpus`, first within the container's NUMA nodes, and records the replacement
   :class:`Placement` in the cycle state under :data:`PLACEMENT_OVERRIDE_KEY`; on a
   kubelet-managed node a required policy the kubelet would break refuses the node.
-* **reserve** applies that replacement to the replica and the ledger (``Cluster.replace_placement``),
-  so the decision, the next pods' view and Unreserve all see the cpuset the agent enforces.
+* The scheduler applies that replacement to the replica and the ledger before Reserve
+  (``Cluster.replace_placement``), so the later confirm hooks, the decision, the next pods' view
+  and Unreserve all see the cpuset the agent enforces.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import numpy as np
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import CPUAllocationError, take_by_topology
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import CycleState, registry
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, registry
 from toposched.scheduler.intent import (
     FULL_PCPUS,
     KOORDINATOR_RESOURCE_SPEC,
@@ -71,6 +72,7 @@ from toposched.workload import Pod
 
 __all__ = [
     "CPU_ENFORCEMENT",
+    "DEVICE_ENFORCEMENT",
     "ENFORCEMENT_AGENT",
     "ENFORCEMENT_KUBELET",
     "KOORDINATOR_CPU_BIND_POLICY_LABEL",
@@ -83,12 +85,14 @@ __all__ = [
     "CPUTakeError",
     "FlaggedNodes",
     "cpu_enforcement",
+    "device_enforcement",
     "node_cpu_bind_policy",
     "resolve_cpu_bind_policy",
     "take_cpus",
 ]
 
 CPU_ENFORCEMENT = "toposched.io/cpu-enforcement"
+DEVICE_ENFORCEMENT = "toposched.io/device-enforcement"
 ENFORCEMENT_AGENT = "agent"
 ENFORCEMENT_KUBELET = "kubelet"
 _ENFORCEMENTS = (ENFORCEMENT_AGENT, ENFORCEMENT_KUBELET)
@@ -103,10 +107,6 @@ _NODE_TO_POD_POLICY = {NODE_FULL_PCPUS_ONLY: FULL_PCPUS, NODE_SPREAD_BY_PCPUS: S
 MOST_ALLOCATED = "MostAllocated"
 LEAST_ALLOCATED = "LeastAllocated"
 _STRATEGIES = (MOST_ALLOCATED, LEAST_ALLOCATED)
-
-# The CycleState key under which a confirm hook leaves the placement that replaces the
-# replica's (ZoneCapacity reads it too, so it judges the cpuset the agent will enforce).
-PLACEMENT_OVERRIDE_KEY = "placement-override"
 
 # Koordinator's reasons, verbatim, so aggregated reasons read as upstream's.
 REASON_INVALID_TOPOLOGY = "node(s) invalid CPU Topology"
@@ -130,17 +130,33 @@ def cpu_enforcement(record: NodeRecord) -> str:
     node label ``toposched.io/cpu-enforcement``. An unknown value raises InputError naming the
     field and where it was read.
     """
+    return _enforcement(record, CPU_ENFORCEMENT, "CPU")
+
+
+def device_enforcement(record: NodeRecord) -> str:
+    """Who chooses the exact device ids of the node's pods: ``agent`` or ``kubelet`` (the default).
+
+    ``agent`` means a node-side agent applies the ids the scheduler writes on the pod (koordlet's
+    GPU and RDMA runtime hooks read ``scheduling.koordinator.sh/device-allocated``), so the
+    kubelet's device manager only counts. Read like :func:`cpu_enforcement`, from
+    ``toposched.io/device-enforcement``.
+    """
+    return _enforcement(record, DEVICE_ENFORCEMENT, "device")
+
+
+def _enforcement(record: NodeRecord, name: str, what: str) -> str:
     sources: list[tuple[Mapping[str, str], str, str]] = []
     if record.nrt is not None:
-        sources.append((record.nrt.attributes, f"attributes.{CPU_ENFORCEMENT}", record.nrt.origin))
+        sources.append((record.nrt.attributes, f"attributes.{name}", record.nrt.origin))
     if record.model is not None:
-        sources.append((record.model.machine.attributes, f"attributes.{CPU_ENFORCEMENT}", f"machine of node {record.name}"))
-    sources.append((record.spec.labels, f"labels.{CPU_ENFORCEMENT}", f"node {record.name}"))
+        sources.append((record.model.machine.attributes, f"attributes.{name}", f"machine of node {record.name}"))
+    sources.append((record.spec.labels, f"labels.{name}", f"node {record.name}"))
     for attributes, field, where in sources:
-        value = attributes.get(CPU_ENFORCEMENT)
+        value = attributes.get(name)
         if value:
             if value not in _ENFORCEMENTS:
-                raise InputError(f"CPU enforcement {value!r} is not one of 'agent', 'kubelet'", field=field, source=where)
+                raise InputError(f"{what} enforcement {value!r} is not one of 'agent', 'kubelet'", field=field,
+                                 source=where)
             return value
     return ENFORCEMENT_KUBELET
 
@@ -851,10 +867,9 @@ class CPUOrchestration:
         """Check the replica's cpusets against the policy; on an agent-managed node, compute the ones to enforce.
 
         A replacement placement (only when it differs) is left in ``state[PLACEMENT_OVERRIDE_KEY]``
-        and applied by :meth:`reserve`. Unschedulable when the policy is required and no cpuset
+        and applied by the scheduler before Reserve. Unschedulable when the policy is required and no cpuset
         on the node meets it.
         """
-        state.pop(PLACEMENT_OVERRIDE_KEY, None)
         verdict = self._verdict(state, pod, node)
         if not verdict.status.is_success or not (verdict.policy or verdict.agent):
             return verdict.status
@@ -933,10 +948,3 @@ class CPUOrchestration:
         if len(replica) == count and quality(replica) >= quality(chosen):
             return replica, None
         return chosen, None
-
-    def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
-        """Apply the placement :meth:`confirm` computed (if any) to the node's replica and the ledger."""
-        override = state.pop(PLACEMENT_OVERRIDE_KEY, None)
-        if override is not None and override.node == node.name:
-            state["cluster"].replace_placement(pod, override)
-        return Status.success()

@@ -11,14 +11,18 @@ or ``:preferred``) or Koordinator's ``scheduling.koordinator.sh/device-joint-all
 * Score: the tightest locality the node can give (pcie > numa > node), then packing: nodes
   whose devices are already in use score higher, so whole switches and NUMA nodes stay free for
   larger requests.
-* Confirm (after Reserve): the devices the node's kubelet replica actually gave the pod meet a
-  required scope; a kubelet whose device manager picks other devices refuses the node.
+* Confirm (after Reserve): on a node whose kubelet chooses device ids, the ids its replica
+  actually gave the pod meet a required scope, else the node is refused. On a node whose agent
+  enforces device ids (``toposched.io/device-enforcement: agent``) the ids are chosen here
+  instead, per container within its NUMA nodes, packed and within the scope, and replace the
+  replica's (with Koordinator's ``device-allocated`` for the agent to apply).
 
 Pods without device requests pass every node and score 0: the plugin costs them nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,9 +31,13 @@ import numpy as np
 from toposched.devices import DeviceChoice, DeviceInventory, choose_devices
 from toposched.devices.inventory import LEVEL_NODE, LEVEL_NUMA, LEVEL_PCIE
 from toposched.devices.joint import DEVICE_TYPE_KINDS
-from toposched.kubelet.device_manager import pod_device_requests
+from toposched.devices.koordinator import DEVICE_ALLOCATED, format_device_allocated, whole_device_entries
+from toposched.errors import InputError
+from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
 from toposched.scheduler.cluster import NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, PLACEMENT_OVERRIDE_KEY, CycleState, registry
+from toposched.scheduler.plugins.cpu_orchestration import ENFORCEMENT_AGENT, device_enforcement
+from toposched.scheduler.plugins.gpu_share import gpus_with_shares, node_gpu_state
 from toposched.scheduler.intent import DeviceScope, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.status import Status
@@ -180,18 +188,81 @@ class DeviceLocality:
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
 
     def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
-        """The devices the replica gave the pod sit within its required scope."""
+        """The pod's devices sit within its required scope.
+
+        On a node whose devices the agent enforces (``toposched.io/device-enforcement: agent``)
+        the devices are chosen here first (:meth:`_agent_devices`) and replace the kubelet
+        replica's; elsewhere the replica's choice is what the pod will get.
+        """
         request, scope = self._request(state, pod)
-        if not request or scope is None or not scope.required or node.inventory is None:
+        if not request or node.inventory is None:
+            return Status.success()
+        try:
+            agent = node.model is not None and device_enforcement(node) == ENFORCEMENT_AGENT
+        except InputError as err:
+            return Status.unresolvable(str(err), plugin=self.name)
+        if agent:
+            chosen = self._agent_devices(state, pod, node, placement, request, scope)
+            if isinstance(chosen, Status):
+                return chosen
+            placement = chosen
+        if scope is None or not scope.required:
             return Status.success()
         ids = {r: tuple(i for i in got if i in node.inventory) for r, got in placement.devices().items()}
         joint = self._joint(request, scope, node.inventory)
         level = achieved_level(node.inventory, ids, joint)
         if _RANK[level] > _RANK[scope.scope]:
+            who = "the agent's choice gives" if agent else "the node's kubelet would give"
             return Status.unschedulable(
-                f"the node's kubelet would give {', '.join(joint)} that sit together only at {level} level, "
-                f"not {scope.scope} as required", plugin=self.name)
+                f"{who} {', '.join(joint)} that sit together only at {level} level, not {scope.scope} as required",
+                plugin=self.name)
         return Status.success()
+
+    def _agent_devices(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement,
+                       request: Mapping[str, int], scope: DeviceScope | None) -> Placement | Status:
+        """The placement with device ids chosen by :func:`choose_devices` for each container.
+
+        Each container's devices come from its NUMA nodes (the Topology Manager's decision),
+        among the ids no other pod holds and, for GPUs, that hold no shares; the choice packs
+        (whole switches and NUMA nodes stay free) and meets the pod's scope. The replacement is
+        left in ``state[PLACEMENT_OVERRIDE_KEY]`` with Koordinator's ``device-allocated`` for
+        the node's agent (written even where the choice is the kubelet's: the agent applies
+        what the pod says); a required scope no choice meets refuses the node.
+        """
+        inventory = node.inventory
+        assert inventory is not None
+        if any(any(container_device_requests(c, request).values()) for c in pod.init_containers):
+            return placement  # the kubelet hands init containers' devices on to the app containers: keep its ids
+        shared = gpus_with_shares(node_gpu_state(node))
+        own = placement.devices()
+        free = {r: (set(ids) | set(own.get(r, ()))) - shared for r, ids in free_devices(node, request).items()}
+        containers = dict(placement.containers)
+        for name, c in placement.containers.items():
+            wanted = {r: len(ids) for r, ids in c.devices.items() if r in free and ids}
+            if not wanted:
+                continue
+            choice = choose_devices(inventory, wanted, free, numa_nodes=c.numa_nodes or None, scope=scope)
+            if not choice.ok:
+                if scope is not None and scope.required:
+                    return Status.unschedulable(f"{choice.reason} on container {name}'s NUMA nodes", plugin=self.name)
+                for r in wanted:  # the kubelet's ids stand
+                    free[r] -= set(c.devices[r])
+                continue
+            for r, ids in choice.ids.items():
+                free[r] -= set(ids)
+            if any(set(choice.ids[r]) != set(c.devices[r]) for r in wanted):
+                devices = {**c.devices, **{r: tuple(sorted(choice.ids[r])) for r in wanted}}
+                containers[name] = dataclasses.replace(c, devices=devices)
+        chosen = [i for c in containers.values() for r, ids in c.devices.items() if r in free for i in ids]
+        entries = whole_device_entries(inventory, chosen, node_gpu_state(node))
+        if containers == placement.containers and not entries:
+            return placement
+        extra = dict(placement.extra_annotations)
+        if entries:
+            extra[DEVICE_ALLOCATED] = format_device_allocated(entries)
+        replaced = dataclasses.replace(placement, containers=containers, extra_annotations=extra)
+        state[PLACEMENT_OVERRIDE_KEY] = replaced
+        return replaced
 
     def _joint(self, request: Mapping[str, int], scope: DeviceScope, inventory: DeviceInventory) -> tuple[str, ...]:
         if not scope.device_types:

@@ -30,7 +30,7 @@ import numpy as np
 
 from toposched.devices.fgd import MILLI, NodeBatch, NodeView, Policy, TargetWorkload, Task, make_policy
 from toposched.devices.inventory import NodeDevice
-from toposched.devices.koordinator import format_device_allocated, gpu_entries
+from toposched.devices.koordinator import DEVICE_ALLOCATED, format_device_allocated, gpu_entries
 from toposched.devices.share import (
     ALIBABA_GPU_MILLI,
     DEFAULT_GPU_MEMORY,
@@ -52,9 +52,9 @@ from toposched.scheduler.table import NodeTable
 from toposched.topology.model import DeviceKind
 from toposched.workload import Pod
 
-__all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "node_gpu_state", "shares_gpu"]
+__all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "gpus_with_shares", "node_gpu_state", "shares_gpu"]
 
-DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+
 _SHARE_PREFIX = "koordinator.sh/gpu"
 
 
@@ -148,6 +148,11 @@ def share_tie_order(gpus: NodeGPUState, kubelet: KubeletNode | None, inventory: 
     return tuple(sorted(range(len(gpus.devices)), key=rank))
 
 
+def gpus_with_shares(state: NodeGPUState) -> frozenset[str]:
+    """The GPUs of a node's state that hold shares of some pod (compute or memory)."""
+    return frozenset(d.id for d, core, memory in zip(state.devices, state.used_core, state.used_memory) if core or memory)
+
+
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
@@ -175,9 +180,7 @@ class _NodeGPUs:
     def shared(self) -> frozenset[str]:
         """The GPUs holding shares of some pod (compute or memory)."""
         if self._shared is None:
-            state = self.state
-            self._shared = frozenset(d.id for d, core, memory in zip(state.devices, state.used_core, state.used_memory)
-                                     if core or memory)
+            self._shared = gpus_with_shares(self.state)
         return self._shared
 
     @property

@@ -53,7 +53,7 @@ from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.intent import NodePolicy, effective_policy, node_topology_policy, pod_intent
 from toposched.scheduler.placement import Placement
-from toposched.scheduler.plugins.cpu_orchestration import PLACEMENT_OVERRIDE_KEY, FlaggedNodes
+from toposched.scheduler.plugins.cpu_orchestration import FlaggedNodes
 from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
@@ -303,9 +303,6 @@ class ZoneCapacity:
 
     def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
         """Exact: no zone the pod's placement uses carries more than its capacity (other pods included)."""
-        override = state.get(PLACEMENT_OVERRIDE_KEY)
-        if override is not None and override.node == node.name:
-            placement = override
         caps = self._capacities(node)
         if isinstance(caps, str):
             return Status.unresolvable(caps, plugin=self.name)
