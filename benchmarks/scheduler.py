@@ -19,7 +19,9 @@ for comparing changes on a machine others are using; the JSON keys stay the same
 GPU servers (the simulator's ``gpu-8x`` profile: 2 NUMA nodes, 8 GPUs and 4 RDMA HCAs under 4
 PCIe switches, restricted policy at pod scope) and ~30% GPU pods: whole GPUs (1, 2, 4, 8) with
 HCAs under a preferred PCIe scope, and shares of one GPU (``koordinator.sh/gpu-core``). Its
-figures go into the same JSON under ``gpu_*`` keys.
+figures go into the same JSON under ``gpu_*`` keys. With ``--device-agent`` the GPU servers say
+``toposched.io/device-enforcement: agent``, so the scheduler chooses the device ids itself
+(docs/devices/scheduling.md); ``device_enforcement`` in the JSON says which ran.
 
 Once its cluster is built, each run freezes the heap (``toposched.kube.ops.freeze_heap``) as the
 long-running ``toposched scheduler`` and ``toposched extender`` do after their first full list:
@@ -93,7 +95,7 @@ def make_pods(count: int, seed: int) -> list[Pod]:
     return pods
 
 
-def add_gpu_nodes(cluster: Cluster, count: int) -> None:
+def add_gpu_nodes(cluster: Cluster, count: int, device_enforcement: str = "kubelet") -> None:
     """Replace the first ``count`` nodes by GPU servers of the simulator's ``gpu-8x`` profile."""
     from toposched.sim.hardware import load_profile as hardware_profile
 
@@ -101,7 +103,8 @@ def add_gpu_nodes(cluster: Cluster, count: int) -> None:
     names = sorted(cluster.nodes)[:count]
     for name in names:
         cluster.remove_node(name)
-        cluster.set_node(NodeSpec(name), machine=gpu.machine, kubelet_config=gpu.kubelet,
+        spec = NodeSpec(name, labels={"toposched.io/device-enforcement": device_enforcement})
+        cluster.set_node(spec, machine=gpu.machine, kubelet_config=gpu.kubelet,
                          device_plugins={r: list(d) for r, d in (gpu.device_plugins or {}).items()})
 
 
@@ -128,11 +131,11 @@ def make_gpu_pods(pods: list[Pod], seed: int, share: float = 0.3) -> list[Pod]:
 
 
 def run(n_nodes: int, numa: int, pods: list[Pod], gpu_nodes: int = 0,
-        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+        clock: Callable[[], float] = time.perf_counter, device_enforcement: str = "kubelet") -> dict[str, float]:
     """Schedule ``pods`` (binding each decision) and time the loop with ``clock``."""
     cluster, build_s = build_cluster(n_nodes, numa)
     if gpu_nodes:
-        add_gpu_nodes(cluster, gpu_nodes)
+        add_gpu_nodes(cluster, gpu_nodes, device_enforcement)
     scheduler = Scheduler(cluster, load_profile("toposched"))  # the built-in profile users run
     scheduler.table.refresh()
     freeze_heap()  # as `toposched scheduler` and `toposched extender` do once the cluster is listed
@@ -170,6 +173,8 @@ def main() -> int:
     parser.add_argument("--gpu", action="store_true", help="also run the GPU variant (1,000 GPU nodes, ~30%% GPU pods)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this process's CPU time instead of wall time (for a busy machine)")
+    parser.add_argument("--device-agent", action="store_true",
+                        help="GPU variant: the scheduler chooses device ids (toposched.io/device-enforcement: agent)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
@@ -190,10 +195,14 @@ def main() -> int:
               f"ratio {ratio:.2f} (target <= 10)", flush=True)
     if args.gpu:
         gpu_nodes = min(1000, args.nodes)
-        gpu = run(args.nodes, args.numa, make_gpu_pods(pods, args.seed), gpu_nodes=gpu_nodes, clock=clock)
+        enforcement = "agent" if args.device_agent else "kubelet"
+        gpu = run(args.nodes, args.numa, make_gpu_pods(pods, args.seed), gpu_nodes=gpu_nodes, clock=clock,
+                  device_enforcement=enforcement)
         figures.update({f"gpu_{k}": v for k, v in gpu.items() if k not in ("nodes", "pods")})
         figures["gpu_nodes"] = gpu_nodes
-        print(f"GPU variant, {gpu_nodes} of {args.nodes} nodes with 8 GPUs + 4 HCAs, ~30% GPU pods: "
+        figures["device_enforcement"] = enforcement
+        print(f"GPU variant, {gpu_nodes} of {args.nodes} nodes with 8 GPUs + 4 HCAs ({enforcement} chooses device ids), "
+              f"~30% GPU pods: "
               f"{gpu['pods_per_second']:.0f} pods/s{unit}, p50 {gpu['p50_ms']:.2f} ms, p99 {gpu['p99_ms']:.2f} ms, "
               f"scheduled {gpu['scheduled']}", flush=True)
     figures["peak_rss_mib"] = peak_rss_mib()
