@@ -28,7 +28,7 @@ counts its whole CPU request on the shared pool.
   whose memory manager pins them, whose shared part follows those NUMA nodes); its exclusive CPUs (and a pinned shared part) must fit what the capped zones
   have left, unless an uncapped zone exists; under ``single-numa-node`` its exclusive CPUs must
   fit one zone. A necessary condition: **confirm** checks the exact placement after Reserve
-  (the one CPUOrchestration put under ``placement-override`` when there is one) and refuses
+  (the scheduler passes the one CPUOrchestration put under ``placement-override``) and refuses
   the node when a zone the pod uses would carry more than its capacity.
 * **Score**: 100 for nodes without capped zones; otherwise the share of the capped zones'
   capacity that stays free if the pod's whole CPU request landed there (0..100).
