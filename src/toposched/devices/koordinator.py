@@ -241,11 +241,11 @@ def whole_device_entries(inventory: Iterable[NodeDevice], ids: Iterable[str],
     chosen = set(ids)
     rdma_order = [d for d in inventory if d.kind in _RDMA_KINDS]
     out: dict[str, tuple[DeviceAllocation, ...]] = {}
-    gpu_entries_ = [DeviceAllocation(gpus.minor(d.id), {GPU_CORE: Fraction(100), GPU_MEMORY: Fraction(d.memory),
-                                                        GPU_MEMORY_RATIO: Fraction(100)})
-                    for d in gpus.devices if d.id in chosen]
-    if gpu_entries_:
-        out[GPU] = tuple(gpu_entries_)
+    whole_gpus = [DeviceAllocation(gpus.minor(d.id), {GPU_CORE: Fraction(100), GPU_MEMORY: Fraction(d.memory),
+                                                      GPU_MEMORY_RATIO: Fraction(100)})
+                  for d in gpus.devices if d.id in chosen]
+    if whole_gpus:
+        out[GPU] = tuple(whole_gpus)
     rdma = [DeviceAllocation(minor, {RDMA_RESOURCE: Fraction(100)}, id=d.id)
             for minor, d in enumerate(rdma_order) if d.id in chosen]
     if rdma:

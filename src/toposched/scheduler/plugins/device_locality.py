@@ -233,7 +233,8 @@ class DeviceLocality:
         assert inventory is not None
         if any(any(container_device_requests(c, request).values()) for c in pod.init_containers):
             return placement  # the kubelet hands init containers' devices on to the app containers: keep its ids
-        shared = gpus_with_shares(node_gpu_state(node))
+        gpus = node_gpu_state(node)
+        shared = gpus_with_shares(gpus)
         own = placement.devices()
         free = {r: (set(ids) | set(own.get(r, ()))) - shared for r, ids in free_devices(node, request).items()}
         containers = dict(placement.containers)
@@ -254,7 +255,7 @@ class DeviceLocality:
                 devices = {**c.devices, **{r: tuple(sorted(choice.ids[r])) for r in wanted}}
                 containers[name] = dataclasses.replace(c, devices=devices)
         chosen = [i for c in containers.values() for r, ids in c.devices.items() if r in free for i in ids]
-        entries = whole_device_entries(inventory, chosen, node_gpu_state(node))
+        entries = whole_device_entries(inventory, chosen, gpus)
         if containers == placement.containers and not entries:
             return placement
         extra = dict(placement.extra_annotations)
