@@ -23,7 +23,14 @@ import numpy as np
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tests.scheduler.test_vector_equivalence import SETTINGS, ClusterDescription, clusters, scheduling_pods
+from tests.scheduler.test_vector_equivalence import (
+    SETTINGS,
+    ClusterDescription,
+    clusters,
+    next_pod,
+    outcome,
+    scheduling_pods,
+)
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import CycleState, Profile, registry
 from toposched.scheduler.intent import CPU_BIND_POLICY_ANNOTATION, DEVICE_SCOPE_ANNOTATION, NUMA_POLICY_ANNOTATION
@@ -31,7 +38,7 @@ from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT, KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.plugins.zone_capacity import CPU_CAPACITY_ATTRIBUTE
 from toposched.scheduler.profile_setup import load_profile
-from toposched.scheduler.scheduler import Decision, Scheduler
+from toposched.scheduler.scheduler import Scheduler
 from toposched.sim.hardware import load_profile as hardware_profile
 from toposched.topology import Machine
 from toposched.workload import Container, Pod
@@ -167,11 +174,6 @@ def test_few_forms_are_the_vector_forms(setting: Setting, data: st.DataObject) -
             scheduler.bound(pod, now=10.0 + i)
 
 
-def outcome(decision: Decision) -> tuple:
-    placement = decision.placement.to_dict() if decision.placement else None
-    return decision.node, placement, decision.status, dict(decision.reasons), decision.nodes
-
-
 def builtin() -> Profile:
     return load_profile("toposched")
 
@@ -183,8 +185,7 @@ def test_a_scheduler_on_the_few_path_decides_as_one_on_the_vector_path(setting: 
     templates = [data.draw(few_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
     names = sorted(few.cluster.nodes)
     for i in range(10):
-        template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
-        pod = dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+        pod = next_pod(data, templates, i)
         now = 10.0 + i
         first, second = few.schedule(pod, now=now), vector.schedule(pod, now=now)
         assert outcome(first) == outcome(second), f"pod {i}: few {outcome(first)} vector {outcome(second)}"
@@ -212,8 +213,7 @@ def test_the_per_shape_cache_changes_no_decision(setting: Setting, data: st.Data
     cached, uncached = Scheduler(setting.build(), builtin()), Scheduler(setting.build(), builtin(), cache_size=0)
     templates = [data.draw(few_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
     for i in range(12):
-        template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
-        pod = dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+        pod = next_pod(data, templates, i)
         now = 10.0 + i
         first, second = cached.schedule(pod, now=now), uncached.schedule(pod, now=now)
         assert outcome(first) == outcome(second), f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"

@@ -258,6 +258,12 @@ def outcome(decision: Decision) -> tuple:
     return decision.node, placement, decision.status, dict(decision.reasons), decision.nodes
 
 
+def next_pod(data: st.DataObject, templates: list[Pod], i: int) -> Pod:
+    """Pod ``i``: a copy of one of the drawn shapes under its own name and UID."""
+    template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
+    return dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+
+
 @settings(max_examples=80, **SETTINGS)
 @given(description=clusters(), data=st.data())
 def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescription, data: st.DataObject) -> None:
@@ -268,8 +274,7 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
     node_names = [n.spec.name for n in description.nodes]
     placed: list[Pod] = []
     for i in range(10):
-        template = templates[data.draw(st.integers(0, len(templates) - 1), label="shape")]
-        pod = dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
+        pod = next_pod(data, templates, i)
         now = 10.0 + i
         first, second = cached.schedule(pod, now=now), plain.schedule(pod, now=now)
         assert outcome(first) == outcome(second), f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.sim.test_engine import BLIND
 from toposched.errors import InputError
 from toposched.sim.contenders import BUILTIN_CONTENDERS, contender, contender_from_config
 from toposched.sim.engine import SimConfig, Simulation
@@ -128,15 +129,7 @@ def test_every_contender_places_constrained_pods_only_on_their_models(trace, nam
 def test_the_node_refuses_a_pod_whose_selector_it_does_not_match(trace, tmp_path: Path):
     # A profile without NodeAffinity binds where it likes; the kubelet's own check refuses the pod.
     config = tmp_path / "blind.yaml"
-    config.write_text("""apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: blind
-  plugins:
-    multiPoint:
-      disabled: [{name: "*"}]
-      enabled: [{name: NodeResourcesFit}, {name: DefaultBinder}]
-""")
+    config.write_text(BLIND)
     nodes, _ = trace
     pods = [SimPod(Pod(f"t4-only-{i}", uid=f"t4-only-{i}", containers=(Container("main", requests={"cpu": 1000}),)),
                    float(i), gpu_models=("T4",)) for i in range(6)]
