@@ -101,6 +101,12 @@ def test_get_gives_one_pod_or_none(kubelet: FakeKubelet) -> None:
         assert client.get("ml", "gone-0") is None
 
 
+def test_get_other_failure_is_not_an_absent_pod(kubelet: FakeKubelet) -> None:
+    kubelet.fail = (grpc.StatusCode.UNKNOWN, "container ml/train-0 not found in checkpoint")
+    with PodResourcesClient(str(kubelet.socket)) as client, pytest.raises(PodResourcesUnavailable):
+        client.get("ml", "train-0")
+
+
 def test_get_unimplemented_says_so_distinctly(sock: Path) -> None:
     with FakeKubelet(sock, serve_get=False), PodResourcesClient(str(sock)) as client:
         with pytest.raises(PodResourcesGetUnsupported) as caught:

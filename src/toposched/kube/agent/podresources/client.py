@@ -72,8 +72,8 @@ class PodResourcesClient:
         except PodResourcesUnavailable as error:
             if error.code is grpc.StatusCode.UNIMPLEMENTED:
                 raise PodResourcesGetUnsupported(str(error), socket_path=self.socket_path, code=error.code) from None
-            # The kubelet answers an unknown pod with a plain error: "pod <name> in namespace <ns> not found".
-            if error.code is grpc.StatusCode.UNKNOWN and str(error).endswith("not found"):
+            # The kubelet answers a pod it does not run with a plain error (code UNKNOWN) worded so.
+            if error.code is grpc.StatusCode.UNKNOWN and str(error).endswith(f"pod {name} in namespace {namespace} not found"):
                 return None
             raise
         if not response.HasField("pod_resources"):
