@@ -168,7 +168,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.last_reserve = (pod, before)
         node = decision.node
         assert self.cluster.pod_node[uid] == node
-        assert self.cluster.nodes[node].pods[uid].placement == decision.placement
+        record = self.cluster.nodes[node]
+        held = record.pods[uid].placement
+        # A count-only replica's ids are not the node's: the decision names NUMA nodes only.
+        assert (held.without_ids() if record.count_only else held) == decision.placement
         if node in self.direct and before[node][0] == self.real[node].state():
             # The replica held exactly what the real kubelet holds: it predicted that kubelet.
             admission = self.real_copy(node).admit(pod)

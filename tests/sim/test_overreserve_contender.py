@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from toposched.sim.contenders import BUILTIN_CONTENDERS, contender
+from toposched.sim.contenders import BUILTIN_CONTENDERS, REPORTS_NFD, contender
 from toposched.sim.engine import SimConfig, Simulation
 from toposched.sim.hardware import cluster_from_dict
 from toposched.sim.synthetic import SyntheticConfig, generate_workload, ramp_past_saturation
@@ -68,7 +68,7 @@ def test_every_pod_ends_in_exactly_one_state(burst, name):
 def test_the_contender_is_built_in_and_runs_scheduler_plugins_documented_cache_args():
     assert "nrt-match-overreserve" in BUILTIN_CONTENDERS
     c = contender("nrt-match-overreserve")
-    assert c.wants_reports and not c.knows_hardware
+    assert c.report_kind(exact=False) == REPORTS_NFD
     nodes = cluster_from_dict({"nodes": [{"profile": "vm-2numa", "count": 1}]})
     sched = c.build(nodes, {n.name: NodeTruth(n) for n in nodes})
     plugin = next(p for p in sched.profile.filters if p.name == "NodeResourceTopologyMatch")

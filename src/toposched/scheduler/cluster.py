@@ -23,6 +23,8 @@ from toposched.devices import DeviceInventory, DeviceResourceMap
 from toposched.devices.share import inventory_gpus, koordlet_resources
 from toposched.errors import InputError
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
+from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeDescription
+from toposched.scheduler.report_check import check_description_against_zones
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.intent import node_topology_policy
 from toposched.scheduler.nodes import NodeSpec
@@ -34,6 +36,7 @@ from toposched.workload import Pod, add_resources
 __all__ = ["Cluster", "NodeRecord", "PodEntry", "kubelet_config_from_nrt", "placement_of"]
 
 FINGERPRINT_ATTRIBUTE = "nodeTopologyPodsFingerprint"
+SOURCE_MACHINE, SOURCE_DESCRIPTION, SOURCE_COUNTS = "machine", "description", "counts"
 
 
 @dataclass
@@ -61,6 +64,16 @@ class NodeRecord:
     requested: dict[str, int] = field(default_factory=dict)
     broken: str = ""  # why the node's topology data is unusable; the node is then unschedulable
     inventory: DeviceInventory | None = None  # the node's devices with their NUMA and PCIe locality
+    # Where the replica came from: "machine" (given directly), "description" (the agent's node
+    # description in the report) or "counts" (a report without one: NUMA zones and counts only).
+    replica_source: str = ""
+    replica_key: str = ""  # the report text the replica was built from; a different one rebuilds it
+    degraded: str = ""  # why a report's description could not be used (the node is count-only then)
+
+    @property
+    def count_only(self) -> bool:
+        """True when the replica knows counts only: its placements name NUMA nodes, not CPU or device ids."""
+        return self.replica_source == SOURCE_COUNTS
 
     @property
     def name(self) -> str:
@@ -81,16 +94,21 @@ class NodeRecord:
 def kubelet_config_from_nrt(nrt: NodeResourceTopology, machine: Machine, labels: Mapping[str, str]) -> KubeletConfig:
     """The kubelet configuration a report implies, for a replica of that node.
 
-    Policy and scope come from the report's attributes (else the deprecated
-    ``topologyPolicies``, else the node label ``toposched.io/numa-policy``). The CPU manager is
-    taken as ``static`` unless the report says ``cpuManagerPolicy: none`` (a NUMA policy is
-    meaningless without it); the memory manager is ``Static`` only when the report says so.
-    CPUs and memory that the report shows as capacity but not allocatable are the reserved ones.
+    This is the count-only view of a node whose report has no node description (an NRT published
+    by node-feature-discovery): what the report does not say is assumed the way that never lets
+    a pod through that the kubelet might refuse. Policy and scope come from the report's
+    attributes (else the deprecated ``topologyPolicies``, else the node label
+    ``toposched.io/numa-policy``). The CPU manager is taken as ``static`` unless the report says
+    ``cpuManagerPolicy: none`` (a NUMA policy is meaningless without it); the memory manager as
+    ``Static`` unless the report names another policy or the Topology Manager policy is
+    ``none`` (then nothing is aligned and memory is not pinned anyway). CPUs and memory that the
+    report shows as capacity but not allocatable are the reserved ones (the lowest CPU ids of
+    the zone: which ones are unknown).
     """
     node_policy = node_topology_policy(nrt, labels)
     attrs = nrt.attributes
     cpu_policy = attrs.get("cpuManagerPolicy", "static")
-    memory_policy = attrs.get("memoryManagerPolicy", "None")
+    memory_policy = attrs.get("memoryManagerPolicy") or ("None" if node_policy.policy == "none" else "Static")
     reserved: set[int] = set()
     reserved_memory: dict[int, dict[str, int]] = {}
     zones = numa_zone_resources(nrt)
@@ -103,7 +121,13 @@ def kubelet_config_from_nrt(nrt: NodeResourceTopology, machine: Machine, labels:
         if memory is not None and memory.capacity > memory.allocatable:
             reserved_memory[numa_id] = {"memory": memory.capacity - memory.allocatable}
     if memory_policy == "Static" and not reserved_memory:
-        memory_policy = "None"  # the kubelet refuses Static without reserved memory; the report cannot be that node's
+        with_memory = [n for n, r in sorted(zones.items()) if r.get("memory") is not None and r["memory"].capacity]
+        if not with_memory:
+            memory_policy = "None"  # nothing to pin memory on
+        else:
+            # The kubelet refuses Static without reserved memory; its default eviction threshold
+            # (100Mi), held on the first NUMA node, is the least such a node can reserve.
+            reserved_memory[with_memory[0]] = {"memory": 100 * 2**20}
     return KubeletConfig(
         topology_manager_policy=node_policy.policy,
         topology_manager_scope=node_policy.scope,
@@ -190,6 +214,7 @@ class Cluster:
             shares = koordlet_resources(inventory_gpus(record.inventory))
             record.model = KubeletNode(machine, kubelet_config, device_plugins=device_plugins, extended_resources=shares,
                                        name=spec.name, merge=fast_merge_hints)
+            record.replica_source, record.replica_key = SOURCE_MACHINE, ""
             self._replay(record)
         self._changed(spec.name)
         return record
@@ -205,24 +230,46 @@ class Cluster:
     def update_report(self, nrt: NodeResourceTopology, now: float) -> None:
         """Take a node's new NodeResourceTopology report.
 
-        The first usable report of a node without known hardware builds its replica (hardware
-        does not change between reports). A report that cannot describe a machine marks the
-        node broken (unschedulable, reason kept) without touching any other node.
+        A report with the agent's node description (:mod:`toposched.kubelet.description`)
+        builds the replica from it: exact CPU ids and siblings, reserved CPUs, policies and
+        options, devices with ids and PCIe locality. A report without one builds a count-only
+        replica from its zones (:func:`machine_from_nrt`, :func:`kubelet_config_from_nrt`), unless
+        the node's hardware was given directly (:meth:`set_node` with a machine). The replica is
+        rebuilt when the description (or, count-only, the zones' capacities and the attributes)
+        changes; the node's pods, in-flight reservations included, are admitted into the new one.
+        A description that cannot be used makes the node count-only (``degraded`` says why); a
+        report that describes no machine at all marks the node broken (unschedulable, reason
+        kept). No other node is touched.
         """
         record = self.nodes.get(nrt.name)
         if record is None:
             record = self.nodes[nrt.name] = NodeRecord(NodeSpec(nrt.name))
         record.nrt, record.report_time, record.broken = nrt, now, ""
-        if record.model is None:
-            try:
-                machine = machine_from_nrt(nrt)
-                config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
-                plugins = _device_plugins(machine)
-                record.model = KubeletNode(machine, config, device_plugins=plugins, name=nrt.name, merge=fast_merge_hints)
-                record.inventory = DeviceInventory.from_nrt(nrt, self.resource_map)
-                self._replay(record)
-            except InputError as err:
-                record.model, record.broken = None, str(err)
+        text = nrt.attributes.get(DESCRIPTION_ATTRIBUTE)
+        if text is not None:
+            if record.replica_source != SOURCE_DESCRIPTION or record.replica_key != text:
+                try:
+                    self._replica_from_description(record, nrt, text)
+                except InputError as err:
+                    record.degraded = str(err)
+                    text = None
+            if text is not None:
+                record.degraded = ""
+        if text is None and record.replica_source != SOURCE_MACHINE:
+            key = _counts_key(nrt)
+            if record.replica_source != SOURCE_COUNTS or record.replica_key != key or record.model is None:
+                try:
+                    machine = machine_from_nrt(nrt)
+                    config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
+                    plugins = _device_plugins(machine)
+                    model = KubeletNode(machine, config, device_plugins=plugins, name=nrt.name, merge=fast_merge_hints)
+                    inventory = DeviceInventory.from_nrt(nrt, self.resource_map)
+                except InputError as err:
+                    record.model, record.broken, record.replica_source = None, str(err), ""
+                else:
+                    record.model, record.inventory = model, inventory
+                    record.replica_source, record.replica_key = SOURCE_COUNTS, key
+                    self._replay(record)
         fingerprint = nrt.attributes.get(FINGERPRINT_ATTRIBUTE)
         if fingerprint is not None and fingerprint == self.pods_fingerprint(record.name):
             for entry in record.pods.values():
@@ -231,6 +278,28 @@ class Cluster:
             if not entry.assumed and now - entry.since >= self.reflect_timeout:
                 entry.reflected = True
         self._changed(record.name)
+
+    def _replica_from_description(self, record: NodeRecord, nrt: NodeResourceTopology, text: str) -> None:
+        """Build ``record``'s replica from the report's node description; InputError leaves the record as it was."""
+        description = NodeDescription.from_json(text, source=nrt.origin)
+        check_description_against_zones(description, nrt)
+        machine = description.machine_with_devices()
+        inventory = DeviceInventory.from_machine(machine, self.resource_map)
+        shares = koordlet_resources(inventory_gpus(inventory))
+        try:
+            model = KubeletNode(machine, description.config, device_plugins=description.device_plugins(),
+                                extended_resources=shares, name=nrt.name, merge=fast_merge_hints)
+        except InputError as err:
+            raise InputError(err.message, field=f"{DESCRIPTION_ATTRIBUTE}.kubelet.{err.field or ''}".rstrip("."),
+                             source=nrt.origin) from None
+        kept = model.cpu.reserved_cpus if model.cpu is not None else CPUSet()
+        if kept != description.reserved_cpus:
+            raise InputError(f"reservedCPUs {description.reserved_cpus or '(none)'} are not the CPUs this kubelet "
+                             f"configuration reserves ({kept or 'none'})", field=f"{DESCRIPTION_ATTRIBUTE}.reservedCPUs",
+                             source=nrt.origin)
+        record.model, record.inventory = model, inventory
+        record.replica_source, record.replica_key = SOURCE_DESCRIPTION, text
+        self._replay(record)
 
     def drop_report(self, name: str) -> None:
         """The node's report was deleted: the replica (hardware and pods) stays, the report's limits go."""
@@ -478,3 +547,12 @@ def _device_plugins(machine: Machine) -> dict[str, list[tuple[str, list[int] | N
         if resource:
             out.setdefault(resource, []).append((d.address, None if d.numa_id is None else [d.numa_id]))
     return out
+
+
+def _counts_key(nrt: NodeResourceTopology) -> str:
+    """What a count-only replica depends on: the zones' capacities and allocatables, and the attributes
+    other than the pods fingerprint (``available`` changes with every pod and rebuilds nothing)."""
+    zones = [(z.name, z.type, z.parent, sorted(z.costs.items()), sorted(z.attributes.items()),
+              [(r.name, r.capacity, r.allocatable) for r in z.resources]) for z in nrt.zones]
+    attributes = sorted((k, v) for k, v in nrt.attributes.items() if k not in (FINGERPRINT_ATTRIBUTE, ALLOCATIONS_ATTRIBUTE))
+    return repr((zones, attributes, nrt.top_level_policies))

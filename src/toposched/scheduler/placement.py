@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,6 +83,14 @@ class Placement:
             for resource, ids in c.devices.items():
                 out.setdefault(resource, set()).update(ids)
         return out
+
+    def without_ids(self) -> "Placement":
+        """This placement with NUMA nodes and memory only: no cpuset, no device ids (a count-only node's).
+
+        The agent enforces nothing for such a placement; the kubelet picks the CPUs and devices.
+        """
+        containers = {name: dataclasses.replace(c, cpuset=CPUSet(), devices={}) for name, c in self.containers.items()}
+        return dataclasses.replace(self, containers=containers)
 
     # ---- toposched.io/placement ----------------------------------------------------------------
 

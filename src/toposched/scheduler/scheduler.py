@@ -162,7 +162,10 @@ class Scheduler:
             name = self.table.names[row]
             refused = self._reserve(state, pod, name, now)
             if refused is None:
-                placement = self.cluster.nodes[name].pods[pod.uid or pod.key].placement
+                record = self.cluster.nodes[name]
+                placement = record.pods[pod.uid or pod.key].placement
+                if record.count_only and placement is not None:
+                    placement = placement.without_ids()  # ids of a count-only replica are not the node's
                 return Decision(pod.key, name, placement, Status.success(), dict(refusals), live)
             # The refusal holds for pods of this shape until the node changes (which recomputes
             # its row): recorded as the row's cached verdict, no later pod of the shape tries it again.

@@ -11,10 +11,17 @@
 * ``nrt-match-overreserve``: the same with scheduler-plugins' overreserve NRT cache
   (``cacheResyncPeriodSeconds: 5``, toposched/data/sim/nrt-match-overreserve.yaml); it sees what
   ``nrt-match`` sees.
-* ``toposched``: our profile; its cluster knows each node's hardware and kubelet configuration
-  (what the toposched agent publishes) and the reports, and keeps the ledger of its placements.
+* ``toposched``: our profile, fed what a real cluster running the toposched agent gives it: Node
+  objects and each node's report as the agent publishes it (:meth:`NodeTruth.agent_report`: the
+  agent's own code, through the NRT wire format), from which it builds its kubelet replicas; it
+  keeps the ledger of its placements.
+* ``toposched-nfd``: the same profile fed node-feature-discovery's reports (zones and counts, no
+  node description): count-only replicas, so the comparison shows what the description buys.
 * any KubeSchedulerConfiguration file: a profile that predicts exact placement is given what
-  ``toposched`` is given; any other sees Node objects and reports, like ``nrt-match``.
+  ``toposched`` is given; any other sees Node objects and NFD's reports, like ``nrt-match``.
+
+No contender is ever handed a node's Machine or KubeletConfig: what it knows comes through
+Node objects, reports and pod annotations, as on a real cluster.
 
 A contender's ``plugin_args`` re-creates the named plugins of its profile with those args (in
 place of the profile's own), e.g. ``{"GPUShare": {"policy": "FGD"}}``.
@@ -36,10 +43,14 @@ from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT
 from toposched.scheduler.profile_setup import load_profile
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
 from toposched.sim.truth import NodeTruth
+from toposched.topology.nrt import NodeResourceTopology
 
-__all__ = ["BUILTIN_CONTENDERS", "Contender", "contender", "contender_from_config"]
+__all__ = ["BUILTIN_CONTENDERS", "REPORTS_AGENT", "REPORTS_NFD", "Contender", "contender", "contender_from_config",
+           "node_report_of"]
 
-BUILTIN_CONTENDERS = ("default", "nrt-match", "nrt-match-overreserve", "toposched")
+BUILTIN_CONTENDERS = ("default", "nrt-match", "nrt-match-overreserve", "toposched", "toposched-nfd")
+REPORTS_AGENT = "agent"  # the toposched agent's reports: zones plus the node description
+REPORTS_NFD = "nfd"  # node-feature-discovery's reports: zones and counts only
 
 
 @dataclass(frozen=True)
@@ -49,33 +60,35 @@ class Contender:
     name: str
     profile: str | None = None
     config: Path | None = None
-    knows_hardware: bool = False  # its cluster gets each node's machine and kubelet configuration
-    reads_reports: bool = False  # NodeResourceTopology reports reach it
+    reports: str = ""  # which NodeResourceTopology reports reach it: REPORTS_AGENT, REPORTS_NFD or none
     plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)  # plugin -> its args
 
     def build(self, nodes: list[SimNode], truths: dict[str, NodeTruth], now: float = 0.0) -> Scheduler:
         """A fresh scheduler with its own cluster view of ``nodes`` at time ``now``."""
         profile = _with_args(load_profile(self.profile, self.config), self.plugin_args)
-        knows_hardware = self.knows_hardware or (self.config is not None and profile.exact)
+        kind = self.report_kind(profile.exact)
         cluster = Cluster()
         for node in nodes:
             labels = dict(node.labels)
             if node.cpu_enforcement == CPU_ENFORCEMENT_AGENT:
                 labels[CPU_ENFORCEMENT] = CPU_ENFORCEMENT_AGENT
-            spec = NodeSpec(node.name, allocatable=dict(truths[node.name].allocatable), labels=labels, taints=node.taints)
-            if knows_hardware:
-                cluster.set_node(spec, machine=node.machine, kubelet_config=node.kubelet,
-                                 device_plugins={r: list(d) for r, d in (node.device_plugins or {}).items()})
-            else:
-                cluster.set_node(spec)
-            if self.wants_reports:
-                cluster.update_report(truths[node.name].report(), now)
+            cluster.set_node(NodeSpec(node.name, allocatable=dict(truths[node.name].allocatable), labels=labels,
+                                      taints=node.taints))
+            if kind:
+                cluster.update_report(node_report_of(truths[node.name], kind), now)
         return Scheduler(cluster, profile)
 
-    @property
-    def wants_reports(self) -> bool:
-        """Whether node reports must be delivered to this contender."""
-        return self.reads_reports or self.config is not None
+    def report_kind(self, exact: bool) -> str:
+        """Which reports reach this contender ("" for none): its own choice, else (a configuration file)
+        the agent's for a profile that predicts exact placement (``exact``) and NFD's for any other."""
+        if self.reports or self.config is None:
+            return self.reports
+        return REPORTS_AGENT if exact else REPORTS_NFD
+
+
+def node_report_of(truth: NodeTruth, kind: str) -> NodeResourceTopology:
+    """A node's current report of the given kind (REPORTS_AGENT or REPORTS_NFD)."""
+    return truth.agent_report() if kind == REPORTS_AGENT else truth.report()
 
 
 def _with_args(profile: Profile, plugin_args: Mapping[str, Mapping[str, Any]]) -> Profile:
@@ -116,9 +129,11 @@ def contender(name: str) -> Contender:
     if name == "default":
         return Contender("default", "default")
     if name in ("nrt-match", "nrt-match-overreserve"):
-        return Contender(name, name, _sim_config(f"{name}.yaml"), reads_reports=True)
+        return Contender(name, name, _sim_config(f"{name}.yaml"), reports=REPORTS_NFD)
     if name == "toposched":
-        return Contender("toposched", "toposched", knows_hardware=True, reads_reports=True)
+        return Contender("toposched", "toposched", reports=REPORTS_AGENT)
+    if name == "toposched-nfd":
+        return Contender("toposched-nfd", "toposched", reports=REPORTS_NFD)
     raise InputError(f"unknown scheduler {name!r}; built in: {', '.join(BUILTIN_CONTENDERS)} "
                      f"(or pass a KubeSchedulerConfiguration file)", field="schedulers")
 

@@ -31,7 +31,7 @@ from typing import Any
 from toposched.devices.fgd import MILLI
 from toposched.errors import InputError
 from toposched.scheduler import Scheduler
-from toposched.sim.contenders import Contender
+from toposched.sim.contenders import Contender, node_report_of
 from toposched.sim.fragmentation import ClusterGPUs, gpu_target_workload
 from toposched.sim.gpu_models import select_gpu_models
 from toposched.sim.model import SimNode, SimPod
@@ -144,7 +144,8 @@ class _Run:
         self.progress = progress
         self.truths = {n.name: NodeTruth(n) for n in sim.nodes}
         self.scheduler: Scheduler = sim.contender.build(sim.nodes, self.truths, 0.0)
-        self.reports = sim.contender.wants_reports
+        self.report_kind = sim.contender.report_kind(self.scheduler.profile.exact)
+        self.reports = bool(self.report_kind)
         self.result = RunResult(sim.contender.name, len(sim.nodes))
         self.events: list[tuple[float, int, int, Any]] = []
         self._seq = 0
@@ -254,7 +255,7 @@ class _Run:
         """Deliver the reports that changed since the scheduler last got them."""
         cluster = self.scheduler.cluster
         for truth in truths:
-            nrt = truth.report()
+            nrt = node_report_of(truth, self.report_kind)
             if self.delivered.get(truth.node.name) is not nrt:
                 self.delivered[truth.node.name] = nrt
                 cluster.update_report(nrt, self.now)

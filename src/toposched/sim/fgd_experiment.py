@@ -38,7 +38,7 @@ from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU
 from toposched.errors import InputError
 from toposched.scheduler import Scheduler
 from toposched.scheduler.plugins.gpu_share import GPUShare
-from toposched.sim.contenders import Contender, contender
+from toposched.sim.contenders import REPORTS_AGENT, Contender, contender, node_report_of
 from toposched.sim.engine import RunResult
 from toposched.sim.fragmentation import TARGET_COVERAGE, ClusterGPUs, gpu_task
 from toposched.sim.gpu_models import select_gpu_models
@@ -92,7 +92,7 @@ def fgd_contender(name: str, *, seed: int = 0) -> Contender:
             return contender(name)
         except InputError as err:
             raise InputError(f"{err.message}; for --fgd also: {', '.join(FGD_POLICIES)}", field=err.field) from None
-    return Contender(name, "toposched", knows_hardware=True, reads_reports=True,
+    return Contender(name, "toposched", reports=REPORTS_AGENT,
                      plugin_args={GPUShare.name: {"policy": policy, "seed": seed}})
 
 
@@ -261,6 +261,7 @@ class _Run:
         self.steps = steps
         self.timer = timer
         self.scheduler: Scheduler = contender.build(list(nodes), truths, 0.0)
+        self.report_kind = contender.report_kind(self.scheduler.profile.exact)
         self.result = RunResult(contender.name, len(nodes))
         self.rates: dict[str, float] = {}
         self.unallocated: dict[str, float] = {}
@@ -287,7 +288,7 @@ class _Run:
     def execute(self, arrivals: list[SimPod], milli: list[int],
                 progress: Callable[[int, int], None] | None) -> dict[str, Any]:
         result, steps, scheduler = self.result, self.steps, self.scheduler
-        reports = self.contender.wants_reports
+        reports = bool(self.report_kind)
         arrived = 0
         pending = 0  # index in steps of the next load to record
         elapsed = 0.0
@@ -344,4 +345,4 @@ class _Run:
         result.scheduled += 1
         result.started.append(outcome.running)
         if reports:  # arrivals are far apart next to a 60 s report interval: the node has reported
-            self.scheduler.cluster.update_report(truth.report(), now)
+            self.scheduler.cluster.update_report(node_report_of(truth, self.report_kind), now)

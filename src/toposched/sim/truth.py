@@ -19,6 +19,7 @@ machine, and the NUMA distance it spans.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
@@ -36,14 +37,16 @@ from toposched.devices.share import (
 )
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
+from toposched.kubelet.description import DescribedDevice
 from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
 from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
 from toposched.scheduler.fingerprint import pods_fingerprint
-from toposched.scheduler.placement import Placement
+from toposched.node_report import node_report
+from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, gpus_held_whole, shares_gpu
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
 from toposched.topology import CPUSet
-from toposched.topology.nrt import NodeResourceTopology
+from toposched.topology.nrt import NodeResourceTopology, parse_nrt
 from toposched.workload import Pod
 
 __all__ = ["NodeTruth", "Outcome", "RunningPod"]
@@ -96,6 +99,9 @@ class NodeTruth:
         self._agent_memory: dict[int, int] = {}  # agent-managed: NUMA id -> bytes placed there
         self._agent_pinned: dict[str, dict[int, int]] = {}  # agent-managed: pod uid -> NUMA id -> bytes
         self._report: tuple[int, NodeResourceTopology] | None = None
+        self._agent_report: tuple[int, NodeResourceTopology] | None = None
+        self._placements: dict[str, Placement] = {}  # pod uid -> the placement it was bound with
+        self._devices = _described_devices(node, inventory)
         self._version = 0
         self._sibling_masks = {cpu.id: node.machine.siblings(cpu.id).mask for cpu in node.machine.cpus}
         self._distances = {n.id: n.distances for n in node.machine.numa_nodes}
@@ -145,6 +151,8 @@ class NodeTruth:
                     self._agent_memory[n] = self._agent_memory.get(n, 0) + resources.get("memory", 0)
         running = RunningPod(pod, self.node.name, now, numa, cpus, self._aligned(pod, numa), self._spread(numa), shares)
         self.pods[uid] = running
+        if placement is not None and placement.node == self.node.name:
+            self._placements[uid] = placement
         self._version += 1
         return Outcome(True, running=running)
 
@@ -194,6 +202,7 @@ class NodeTruth:
             return None
         self.kubelet.release(uid)
         self._release_share(uid)
+        self._placements.pop(uid, None)
         for cpu in running.cpus:
             self._owner.pop(cpu, None)
         for n, amount in self._agent_pinned.pop(uid, {}).items():
@@ -256,6 +265,34 @@ class NodeTruth:
         """What the node offers pods."""
         return self.kubelet.allocatable
 
+    def agent_report(self) -> NodeResourceTopology:
+        """The NodeResourceTopology the toposched agent publishes for this node, as the scheduler reads it.
+
+        Built by the agent's own code (:func:`~toposched.node_report.node_report`) from what the
+        agent reads on a real node: the machine, the kubelet's configuration and checkpoints, the
+        device plugins' devices and assignments (the podresources API) and the pods bound here
+        with their placements; then serialised to JSON and parsed back, as it crosses the API
+        server. Cached until a pod is admitted or released.
+        """
+        if self._agent_report is not None and self._agent_report[0] == self._version:
+            return self._agent_report[1]
+        kubelet = self.kubelet
+        assignments = {
+            uid: {name: {r: sorted(ids) for r, ids in c.devices.items()} for name, c in admission.containers.items()
+                  if c.devices}
+            for uid, admission in kubelet.admissions.items()
+        }
+        pods = [_pod_object(r.pod, self.node.name, self._placements.get(uid)) for uid, r in self.pods.items()]
+        obj = node_report(
+            self.node.machine, kubelet.config, node_name=self.node.name,
+            cpu_state=kubelet.cpu.to_checkpoint() if kubelet.cpu is not None else None,
+            memory_state=kubelet.memory.checkpoint() if kubelet.memory is not None else None,
+            pods=pods, devices=self._devices, device_assignments=assignments,
+        )
+        nrt = parse_nrt(json.loads(json.dumps(obj)), source=f"NodeResourceTopology {self.node.name}")
+        self._agent_report = (self._version, nrt)
+        return nrt
+
     def report(self) -> NodeResourceTopology:
         """The node's NodeResourceTopology as node-feature-discovery publishes it, with the pods fingerprint."""
         if self._report is not None and self._report[0] == self._version:
@@ -265,6 +302,30 @@ class NodeTruth:
         nrt = dataclasses.replace(nrt, attributes={**nrt.attributes, FINGERPRINT_ATTRIBUTE: fingerprint})
         self._report = (self._version, nrt)
         return nrt
+
+
+def _described_devices(node: SimNode, inventory: DeviceInventory) -> tuple[DescribedDevice, ...]:
+    """The node's device plugins' devices as its agent describes them: the plugin ids, with the PCIe
+    locality, model and memory of the PCI device each id names."""
+    out = []
+    for resource, entries in sorted((node.device_plugins or {}).items()):
+        for device_id, numa in entries:
+            dev = inventory.get(device_id)
+            numa_id = next(iter(numa), None) if numa else None
+            if dev is None:
+                out.append(DescribedDevice(resource, device_id, numa_id))
+            else:
+                out.append(DescribedDevice(resource, device_id, numa_id, dev.id, dev.pcie_path, dev.model,
+                                           dev.memory_bytes, dev.kind))
+    return tuple(out)
+
+
+def _pod_object(pod: Pod, node: str, placement: Placement | None) -> dict:
+    """The pod as the API server lists it to the node's agent: identity, node, phase and its placement."""
+    meta: dict = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid or pod.key}
+    if placement is not None:
+        meta["annotations"] = {PLACEMENT_ANNOTATION: placement.to_annotation()}
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
 
 
 def _mask(cpusets) -> int:

@@ -26,8 +26,9 @@ from tests.fixtures.sysfs_tree import two_socket_smt, write_sysfs_tree
 from tests.kube.agent.agent_fakes import NODE, UID_A, UID_B, make_pod, placement, write_kubelet_dir
 from toposched.errors import InputError
 from toposched.kube.agent.kubelet_files import read_kubelet_files
-from toposched.kube.agent.report import node_report, reserved_cpus
+from toposched.node_report import node_report, reserved_cpus
 from toposched.kubelet.config import KubeletConfig
+from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeAllocations, NodeDescription
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.memory_manager import StaticMemoryPolicy
@@ -103,7 +104,15 @@ def test_static_node(tmp_path, machine):
         },
     }
     fingerprint = pods_fingerprint([("default", "a"), ("default", "b")])
-    assert attributes(obj) == {
+    attrs = attributes(obj)
+    allocations = NodeAllocations.from_json(attrs.pop(ALLOCATIONS_ATTRIBUTE))
+    # Pod a's CPUs come from the kubelet's checkpoint, pod b's (not admitted yet) from its placement.
+    assert {uid: {n: str(c.cpus) for n, c in cs.items()} for uid, cs in allocations.pods.items()} == {
+        UID_A: {"app": "2-3"}, UID_B: {"app": "4-5"}}
+    assert allocations.pods[UID_A]["app"].memory == (((0,), "memory", 2 * GiB),)
+    description = NodeDescription.from_json(attrs.pop(DESCRIPTION_ATTRIBUTE))
+    assert description.reserved_cpus == CPUSet([0, 8]) and description.config == files.config
+    assert attrs == {
         "topologyManagerPolicy": "single-numa-node",
         "topologyManagerScope": "pod",
         "cpuManagerPolicy": "static",

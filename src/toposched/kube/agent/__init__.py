@@ -8,7 +8,7 @@ See docs/kube/agent.md. :mod:`.kubelet_files` reads the kubelet's configuration 
 from toposched.kube.agent.cgroups import CgroupAction, enforce_placements, plan_enforcement
 from toposched.kube.agent.kubelet_files import KubeletFiles, read_kubelet_files
 from toposched.kube.agent.loop import FIELD_MANAGER, Agent, AgentStep
-from toposched.kube.agent.report import node_report
+from toposched.node_report import node_report
 
 __all__ = [
     "FIELD_MANAGER",

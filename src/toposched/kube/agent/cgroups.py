@@ -39,7 +39,7 @@ from typing import Any
 from toposched.errors import InputError
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kube.agent.kubelet_files import exclusive_cpus
-from toposched.kube.agent.report import active_pods
+from toposched.node_report import active_pods
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.topology import CPUSet
 from toposched.topology.model import Machine

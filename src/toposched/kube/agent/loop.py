@@ -29,7 +29,7 @@ from toposched.kube.agent.kubelet_files import (
     read_kubelet_config,
     read_memory_state_file,
 )
-from toposched.kube.agent.report import node_report
+from toposched.node_report import node_report
 from toposched.kube.client import NRTS, PODS, ApiError, KubeClient, NotFound
 from toposched.kube.controller import keep_controller_attributes
 from toposched.topology.sysfs import read_sysfs
