@@ -9,7 +9,7 @@ Three things are held together:
 3. the KubeClient calls in each component's code (``client.<verb>(<KIND>`` and
    ``Reflector(client, <KIND>`` = list + watch), mapped to RBAC verbs as the API server
    authorizes them (replace = update, apply and merge patch = patch, bind = create on
-   ``pods/binding``). A call the code makes and the table lacks fails the test, so new calls
+   ``pods/binding``, set_pod_condition = patch on ``pods/status``). A call the code makes and the table lacks fails the test, so new calls
    cannot ship without their permission.
 """
 
@@ -114,6 +114,8 @@ def code_calls(component: str) -> set[tuple[str, str, str]]:
                 found |= {(kinds[const].group, kinds[const].plural, v) for v in ("list", "watch")}
             if re.search(r"client\.bind\(", text):
                 found.add(("", "pods/binding", "create"))
+            if re.search(r"client\.set_pod_condition\(", text):
+                found.add(("", "pods/status", "patch"))
     return found
 
 

@@ -1,4 +1,4 @@
-"""perform_binding: the annotation patch, then the Binding; retries of a bind that went through succeed."""
+"""perform_binding: one Binding carrying the placement annotation; retries of a bind that went through succeed."""
 
 import json
 
@@ -24,8 +24,9 @@ def requests_for(store, node="n1"):
     return binding_requests(pod, node, placement)
 
 
-def test_annotates_then_binds(memory_client):
+def test_binds_and_annotates_in_one_request(memory_client):
     perform_binding(memory_client, requests_for(memory_client))
+    assert [verb for verb, _, _ in memory_client.requests] == ["create", "bind"]
     pod = memory_client.get(PODS, "web", namespace="shop")
     assert pod["spec"]["nodeName"] == "n1"
     placement = json.loads(pod["metadata"]["annotations"]["toposched.io/placement"])
@@ -58,3 +59,5 @@ def test_requests_it_does_not_know_are_refused(memory_client):
         perform_binding(memory_client, [{"verb": "delete", "path": "/api/v1/namespaces/a/pods/b"}])
     with pytest.raises(ValueError):
         perform_binding(memory_client, [{"verb": "patch", "path": "/api/v1/nodes/n1"}])
+    with pytest.raises(ValueError):
+        perform_binding(memory_client, [{"verb": "patch", "path": "/api/v1/namespaces/a/pods/b"}])

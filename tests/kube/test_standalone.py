@@ -153,11 +153,35 @@ def test_an_unschedulable_pod_is_explained_and_retried_when_a_node_arrives():
     assert event["message"].startswith("0/1 nodes are available: 1 ")
     assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert sched.queue.where(pod["metadata"]["uid"]) == "unschedulable"
+    [condition] = client.get(PODS, "gpu-job")["status"]["conditions"]
+    assert condition == {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": result.message, "lastProbeTime": None, "lastTransitionTime": "2023-11-14T22:13:20Z"}
     clock.now += 30
     assert drain(sched) == []  # nothing changed: it stays parked
     add_nodes(client, "gpu-1", labels={"pool": "gpu"})
     [result] = drain(sched)
     assert (result.outcome, result.node) == ("scheduled", "gpu-1")
+    [condition] = client.get(PODS, "gpu-job")["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("PodScheduled", "True")  # set by the Binding
+
+
+def test_the_unschedulable_condition_is_written_only_when_it_changes():
+    client, clock = MemoryClient(clock=lambda: T0), Clock()
+    add_nodes(client, "a")
+    add_pods(client, ["big"], cpus=64)
+    sched = make(client, clock)
+    writes = lambda: sum(1 for verb, _, _ in client.requests if verb == "set_pod_condition")  # noqa: E731
+    drain(sched)
+    assert writes() == 1
+    clock.now += 30
+    client.patch(NODES, "a", {"metadata": {"labels": {"touched": "yes"}}})  # a retry with the same message
+    assert [r.outcome for r in drain(sched)] == ["unschedulable"]
+    assert writes() == 1
+    clock.now += 30
+    client.fail_next("set_pod_condition", PODS, ServerError("etcd timeout"))
+    client.create(NODES, node_obj("b"))  # no report yet: a new message, and its write is refused
+    assert [r.outcome for r in drain(sched)] == ["unschedulable"]  # the refusal changes nothing else
+    assert writes() == 2
 
 
 def test_a_pod_bound_elsewhere_meanwhile_is_dropped_and_its_cpus_given_back():
@@ -188,9 +212,9 @@ class WatchesBeforeBinding:
     def __getattr__(self, name):
         return getattr(self.client, name)
 
-    def bind(self, namespace, name, node, *, uid=None):
+    def bind(self, namespace, name, node, *, uid=None, annotations=None):
         self.sched.pump()
-        self.client.bind(namespace, name, node, uid=uid)
+        self.client.bind(namespace, name, node, uid=uid, annotations=annotations)
 
 
 def test_giving_back_never_removes_the_pod_the_watch_already_placed_elsewhere():
@@ -239,8 +263,8 @@ class LosesBindResponses:
     def __getattr__(self, name):
         return getattr(self.client, name)
 
-    def bind(self, namespace, name, node, *, uid=None):
-        self.client.bind(namespace, name, node, uid=uid)
+    def bind(self, namespace, name, node, *, uid=None, annotations=None):
+        self.client.bind(namespace, name, node, uid=uid, annotations=annotations)
         if self.times:
             self.times -= 1
             raise ServerError("the connection was reset")

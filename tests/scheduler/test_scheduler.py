@@ -150,15 +150,15 @@ def test_explain_lists_every_node_with_its_verdict_and_changes_nothing():
     assert {n: cluster.nodes[n].model.state() for n in cluster.nodes} == before
 
 
-def test_binding_requests_carry_the_placement_then_the_binding():
+def test_the_binding_request_carries_the_placement():
     cluster = cluster_of("a")
     profile = toposched_profile()
     profile.binder = __import__("toposched.scheduler.framework", fromlist=["registry"]).registry.create("DefaultBinder")
     sched = Scheduler(cluster, profile)
     pod = guaranteed("p", 2)
     decision = sched.schedule(pod, now=0)
-    patch, binding = sched.binding(decision, pod)
-    annotations = patch["body"]["metadata"]["annotations"]
+    [binding] = sched.binding(decision, pod)
+    annotations = binding["body"]["metadata"]["annotations"]
     assert json.loads(annotations["toposched.io/placement"])["node"] == "a"
     assert "scheduling.koordinator.sh/resource-status" in annotations
     assert binding["path"] == "/api/v1/namespaces/default/pods/p/binding"

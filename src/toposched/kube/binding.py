@@ -1,7 +1,7 @@
 """Send the API requests a scheduling decision amounts to (``Scheduler.binding``) through a client.
 
-The core returns the requests (placement annotations as a merge patch, then the Binding); this
-module performs them. Binding is idempotent the way kube-scheduler needs it to be: a retried bind
+The core returns the requests (one Binding carrying the placement annotations, which the API
+server copies onto the pod); this module performs them. Binding is idempotent the way kube-scheduler needs it to be: a retried bind
 of a pod that is already bound to the same node succeeds, while a pod bound to another node is a
 :class:`~toposched.kube.client.Conflict` the caller must not paper over.
 """
@@ -25,13 +25,11 @@ def perform_binding(client: KubeClient, requests: Iterable[Mapping[str, Any]]) -
     for request in requests:
         verb, path, body = request["verb"], str(request["path"]), request.get("body") or {}
         namespace, name, sub = _pod_path(path)
-        if verb == "patch" and sub is None:
-            client.patch(PODS, name, body, namespace=namespace)
-        elif verb == "create" and sub == "binding":
+        if verb == "create" and sub == "binding":
             node = body["target"]["name"]
-            uid = (body.get("metadata") or {}).get("uid")
+            meta = body.get("metadata") or {}
             try:
-                client.bind(namespace, name, node, uid=uid)
+                client.bind(namespace, name, node, uid=meta.get("uid"), annotations=meta.get("annotations"))
             except Conflict:
                 current = (client.get(PODS, name, namespace=namespace).get("spec") or {}).get("nodeName")
                 if current != node:

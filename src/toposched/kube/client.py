@@ -171,6 +171,18 @@ class KubeClient(Protocol):
         """Delete one object; :class:`NotFound` when absent."""
         ...
 
-    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> None:
-        """Create the pod's Binding; :class:`Conflict` when it is bound already (to any node)."""
+    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Create the pod's Binding; :class:`Conflict` when it is bound already (to any node).
+
+        ``annotations`` (the Binding's) are set on the pod in the same write, as kube-apiserver does.
+        """
+        ...
+
+    def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``condition`` into the pod's ``status.conditions`` through the ``status`` subresource.
+
+        It replaces the condition of the same ``type`` and leaves the others alone (a strategic
+        merge patch, as kube-scheduler sends it); returns the pod. :class:`NotFound` when absent.
+        """
         ...

@@ -4,7 +4,7 @@ It exists so the real client library (lightkube) can be tested end to end withou
 REST paths per :class:`Kind`, List objects with ``metadata.resourceVersion``, chunked watch
 streams of ``{"type", "object"}`` lines (a too-old version gives an ``ERROR`` event carrying a
 410 ``Status``, as kube-apiserver sends), merge patch and server-side apply, the pod
-``binding`` subresource, and refusals as ``Status`` objects. docs/kube/api.md lists what it
+``binding`` subresource, its ``status`` subresource for conditions, and refusals as ``Status`` objects. docs/kube/api.md lists what it
 does not support.
 """
 
@@ -35,6 +35,7 @@ _VERSION_INFO = {
 }
 _MERGE_PATCH = "application/merge-patch+json"
 _APPLY_PATCH = "application/apply-patch+yaml"
+_STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
 def status_object(error: ApiError, kind: Kind | None = None, name: str | None = None) -> dict[str, Any]:
@@ -304,6 +305,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, _success(target.kind, target.name))
 
     def _patch_object(self, target: _Target, query: Mapping[str, str]) -> None:
+        if target.kind == PODS and target.subresource == "status":
+            self._patch_pod_conditions(target)
+            return
         if target.subresource is not None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         assert target.name is not None
@@ -329,6 +333,22 @@ class _Handler(BaseHTTPRequestHandler):
                              force=query.get("force") in ("1", "true", "True"), namespace=target.namespace)
         self._send_json(200 if existed else 201, result)
 
+    def _patch_pod_conditions(self, target: _Target) -> None:
+        """A strategic merge patch of ``status.conditions`` only (what ``set_pod_condition`` sends)."""
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        body = self._body()
+        conditions = ((body or {}).get("status") or {}).get("conditions") if isinstance(body, Mapping) else None
+        if content_type != _STRATEGIC_PATCH or not isinstance(conditions, list) or set(body) != {"status"}:
+            raise ApiError(415, "UnsupportedMediaType", "the fake API server takes only a strategic merge patch "
+                                                        "of status.conditions on pods/status")
+        store = self.server.store
+        namespace = target.namespace or store.default_namespace
+        assert target.name is not None
+        result = store.get(PODS, target.name, namespace=namespace)
+        for condition in conditions:
+            result = store.set_pod_condition(namespace, target.name, condition)
+        self._send_json(200, result)
+
     def _post_object(self, target: _Target, query: Mapping[str, str]) -> None:
         if target.kind != PODS or target.subresource != "binding":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -343,7 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not node:
             raise ApiError(422, "Invalid", "Binding is invalid: target.name: Required value")
         self.server.store.bind(target.namespace or self.server.store.default_namespace, target.name, node,
-                               uid=meta.get("uid"))
+                               uid=meta.get("uid"), annotations=meta.get("annotations"))
         self._send_json(201, _success(PODS, target.name, code=201))
 
 

@@ -58,6 +58,18 @@ class _PodBinding(lk_resource.NamespacedSubResource, Generic):
     )
 
 
+class _PodStatus(lk_resource.NamespacedSubResource, Generic):
+    """The ``pods/{name}/status`` subresource, patched with a strategic merge patch."""
+
+    _api_info = lk_resource.ApiInfo(
+        resource=lk_resource.ResourceDef("", "v1", "Pod"),
+        parent=lk_resource.ResourceDef("", "v1", "Pod"),
+        plural="pods",
+        verbs=["patch"],
+        action="status",
+    )
+
+
 _HTTP_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 405: "MethodNotAllowed",
                  415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests"}
 
@@ -244,12 +256,21 @@ class LightkubeClient:
         """Delete one object; :class:`NotFound` when absent."""
         self._call(lambda: self._client.delete(_resource(kind), name, namespace=self._ns(kind, namespace)))
 
-    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> None:
-        """POST the pod's Binding; :class:`Conflict` when it is bound already or ``uid`` differs."""
+    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """POST the pod's Binding (with ``annotations``, which the server sets on the pod);
+        :class:`Conflict` when it is bound already or ``uid`` differs."""
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if uid:
             meta["uid"] = uid
+        if annotations:
+            meta["annotations"] = dict(annotations)
         binding = _PodBinding({"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                                "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
         self._call(lambda: self._client.create(binding, name=name, namespace=namespace))
 
+    def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> dict[str, Any]:
+        """PATCH ``pods/<name>/status`` with a strategic merge patch: conditions merge by ``type``."""
+        patch = {"status": {"conditions": [dict(condition)]}}
+        return self._call(lambda: _plain(self._client.patch(_PodStatus, name, patch, namespace=namespace,
+                                                            patch_type=PatchType.STRATEGIC)))

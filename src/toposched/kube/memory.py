@@ -34,7 +34,7 @@ from toposched.kube.selectors import Selector, parse_field_selector, parse_label
 __all__ = ["VERBS", "MemoryClient"]
 
 #: The verbs :meth:`MemoryClient.fail_next` and :attr:`MemoryClient.requests` know.
-VERBS = ("list", "watch", "get", "create", "replace", "patch", "apply", "delete", "bind")
+VERBS = ("list", "watch", "get", "create", "replace", "patch", "apply", "delete", "bind", "set_pod_condition")
 
 _IDENTITY_META = ("name", "namespace", "uid", "creationTimestamp")
 
@@ -476,8 +476,9 @@ class MemoryClient:
             gone = json_copy(entry.obj)
             self._commit(kind, "DELETED", gone, entry.obj, None)
 
-    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> None:
-        """Bind the pod to ``node`` (sets ``spec.nodeName`` and the ``PodScheduled`` condition).
+    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Bind the pod to ``node`` (sets ``spec.nodeName``, the ``PodScheduled`` condition and ``annotations``).
 
         :class:`NotFound` for a missing pod; :class:`Conflict` when ``uid`` differs or the pod
         is assigned already.
@@ -491,6 +492,8 @@ class MemoryClient:
                 raise Conflict(f'pod {name} is already assigned to node "{bound}"')
             pod = json_copy(entry.obj)
             pod.setdefault("spec", {})["nodeName"] = node
+            if annotations:
+                pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **annotations}
             conditions = [c for c in pod["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                "lastTransitionTime": self._now()})
@@ -498,3 +501,16 @@ class MemoryClient:
             ownership = copy.deepcopy(entry.ownership)
             ownership.prune(pod)
             self._commit(PODS, "MODIFIED", pod, entry.obj, ownership)
+
+    def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the pod's condition of ``condition["type"]`` (the others stay); :class:`NotFound` when absent."""
+        with self._cond:
+            self._enter("set_pod_condition", PODS, name)
+            entry = self._entry(PODS, namespace, name)
+            pod = json_copy(entry.obj)
+            status = pod.setdefault("status", {})
+            kept = [c for c in status.get("conditions") or [] if c.get("type") != condition.get("type")]
+            status["conditions"] = [*kept, json_copy(dict(condition))]
+            if pod == entry.obj:
+                return json_copy(entry.obj)
+            return self._commit(PODS, "MODIFIED", pod, entry.obj, copy.deepcopy(entry.ownership))

@@ -8,10 +8,12 @@ It schedules the pods whose ``spec.schedulerName`` is ours, the way kube-schedul
    :class:`SchedulingQueue`. A node or report change, or a pod leaving a node, retries the
    unschedulable pods.
 2. :meth:`StandaloneScheduler.step` (only on the leader, only once every kind has been listed)
-   pops one pod, schedules it, and sends ``Scheduler.binding``'s requests (placement annotation
-   patch, then the Binding) through :func:`perform_binding`.
+   pops one pod, schedules it, and sends ``Scheduler.binding``'s request (the Binding, carrying
+   the placement annotation) through :func:`perform_binding`.
 3. Success: ``Scheduler.bound`` and a ``Scheduled`` Event. No node fits: a ``FailedScheduling``
-   Event with kube-scheduler's FitError text and the pod parks until the cluster changes. A 404
+   Event with kube-scheduler's FitError text, the pod's condition ``PodScheduled=False`` with
+   reason ``Unschedulable`` and that message (what cluster-autoscaler and Karpenter wait for;
+   the API server sets it ``True`` at binding), and the pod parks until the cluster changes. A 404
    (the pod is gone): the reservation is given back and the pod dropped. Any other API error
    (409: bound elsewhere, e.g. by a replica that led before us; 5xx): the pod is read back. Bound
    to our node means the Binding went through (its response was lost); bound elsewhere or gone,
@@ -37,7 +39,7 @@ from toposched.errors import InputError
 from toposched.kube.binding import perform_binding
 from toposched.kube.client import NODES, NRTS, PODS, ApiError, KubeClient, NotFound, WatchEvent
 from toposched.kube.cluster_sync import ClusterSync, pod_key
-from toposched.kube.events import EventRecorder
+from toposched.kube.events import EventRecorder, event_time
 from toposched.kube.informer import Reflector
 from toposched.kube.leader import LeaderElector
 from toposched.kube.ops import Metrics
@@ -254,7 +256,7 @@ class StandaloneScheduler:
         try:
             pod = Pod.from_dict(obj, source=f"pod {key}")
         except InputError as err:
-            self.events.failed_scheduling(obj, str(err))
+            self._unschedulable(obj, str(err))
             self.queue.done(uid, Outcome.UNSCHEDULABLE)
             return StepResult(key, "invalid", message=str(err))
         requests: list[dict[str, Any]] = []
@@ -272,10 +274,31 @@ class StandaloneScheduler:
                     self._give_back(uid, node)
                     node, message = None, str(err)
         if node is None:
-            self.events.failed_scheduling(obj, message)
+            self._unschedulable(obj, message)
             self.queue.done(uid, Outcome.UNSCHEDULABLE)
             return StepResult(key, "unschedulable", message=message)
         return self._bind(uid, obj, key, node, requests)
+
+    def _unschedulable(self, obj: dict[str, Any], message: str) -> None:
+        """Tell why the pod cannot be placed: a ``FailedScheduling`` Event and ``PodScheduled=False``.
+
+        The condition is written only when it changes (kube-scheduler's ``updatePod``), keeping
+        ``lastTransitionTime`` while the status stays ``False``. A refused write is logged: the
+        pod is retried either way.
+        """
+        self.events.failed_scheduling(obj, message)
+        meta = obj.get("metadata") or {}
+        current = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled"), {})
+        if (current.get("status"), current.get("reason"), current.get("message")) == ("False", "Unschedulable", message):
+            return
+        since = current.get("lastTransitionTime") if current.get("status") == "False" else None
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None, "lastTransitionTime": since or event_time(self.clock())}
+        try:
+            self.client.set_pod_condition(meta.get("namespace") or "default", meta.get("name", ""), condition)
+        except ApiError as err:
+            log.warning("cannot set PodScheduled=False on pod %s: %s", pod_key(obj), err)
 
     def _bind(self, uid: str, obj: dict[str, Any], key: str, node: str, requests: list[dict[str, Any]]) -> StepResult:
         if not self.leading:  # the lease ran out while we were choosing

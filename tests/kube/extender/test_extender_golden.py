@@ -67,7 +67,7 @@ def test_prioritize_gives_the_best_node_ten_in_both_forms():
     assert world.service.reservation(uid(1)).node == "f"
 
 
-def test_bind_writes_the_reserved_placement_then_the_binding():
+def test_bind_writes_the_binding_with_the_reserved_placement():
     world = build()
     exchange(world, "filter", "filter-node-names")
     reserved = world.service.reservation(uid(1)).placement
@@ -77,7 +77,7 @@ def test_bind_writes_the_reserved_placement_then_the_binding():
     placement = Placement.from_annotation(pod["metadata"]["annotations"][PLACEMENT_ANNOTATION])
     assert placement.node == "f" and placement.cpuset == reserved.cpuset
     verbs = [(verb, name) for verb, _, name in world.client.requests if name == "web-0" and verb != "create"]
-    assert verbs == [("patch", "web-0"), ("bind", "web-0"), ("get", "web-0")]  # the get: this test reading it
+    assert verbs == [("bind", "web-0"), ("get", "web-0")]  # the get: this test reading it
     entry = world.cluster.nodes["f"].pods[uid(1)]
     assert not entry.assumed and world.service.reservation(uid(1)) is None
 
