@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from toposched.kubelet.description import DESCRIPTION_ATTRIBUTE, NodeDescription
+from toposched.topology.sysfs import read_sysfs
 from typer.testing import CliRunner
 
 from toposched.cli import app
+from toposched.topology import CPUSet
 
 runner = CliRunner()
 
@@ -183,10 +187,15 @@ def test_nrt_from_sysfs(sysfs_root):
     assert result.exit_code == 0, result.output
     obj = yaml.safe_load(result.stdout)
     assert obj["apiVersion"] == "topology.node.k8s.io/v1alpha2" and obj["kind"] == "NodeResourceTopology"
-    assert obj["metadata"] == {"name": "fixture-host"}
+    assert obj["metadata"]["name"] == "fixture-host"
     assert obj["topologyPolicies"] == ["SingleNUMANodePodLevel"]
-    assert obj["attributes"] == [{"name": "topologyManagerPolicy", "value": "single-numa-node"},
-                                 {"name": "topologyManagerScope", "value": "pod"}]
+    # What the agent publishes with no pod running: NFD's attributes, then the node description.
+    attributes = {a["name"]: a["value"] for a in obj["attributes"]}
+    assert list(attributes)[:3] == ["topologyManagerPolicy", "topologyManagerScope", "cpuManagerPolicy"]
+    assert (attributes["topologyManagerPolicy"], attributes["topologyManagerScope"]) == ("single-numa-node", "pod")
+    description = NodeDescription.from_json(attributes[DESCRIPTION_ATTRIBUTE])
+    assert description.machine.online == read_sysfs(sysfs_root).online
+    assert description.config.cpu_manager_policy == "static"
     zone0 = obj["zones"][0]
     assert zone0["name"] == "node-0" and zone0["type"] == "Node"
     assert zone0["costs"] == [{"name": "node-0", "value": 10}, {"name": "node-1", "value": 21}]
@@ -296,3 +305,39 @@ def test_bad_policy_for_nrt_output(nrt_file):
 def test_unknown_output_format(nrt_file):
     result = run("--nrt", str(nrt_file), "-o", "xml")
     assert result.exit_code != 0 and "Traceback" not in result.output
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("xml,pod,expect", [
+    # g4dn.metal: 2 of the 4 GPUs on one NUMA node, CPUs of that node.
+    ("g4dnmetal.xml", {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": "2"}, None),
+    # DGX-2: two GPUs under one PCIe switch when the pod requires it.
+    ("nvidiaDGX2.xml", {"cpu": "1", "memory": "8Gi", "nvidia.com/gpu": "2"}, "pcie:required"),
+])
+def test_discover_nrt_piped_to_explain(tmp_path, xml, pod, expect):
+    from tests.conftest import shared_path
+    from toposched.devices import DeviceInventory
+    from toposched.topology.hwloc import read_hwloc_xml
+
+    path = shared_path("topologies", "hwloc", xml)
+    nrt = run("--hwloc", str(path), "-o", "nrt", "--node-name", "n", "--policy", "single-numa-node")
+    assert nrt.exit_code == 0, nrt.output
+    annotations = {"toposched.io/device-scope": expect} if expect else {}
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                        "metadata": {"name": "train", "namespace": "default", "annotations": annotations},
+                                        "spec": {"schedulerName": "toposched", "containers": [
+                                            {"name": "main", "image": "x", "resources": {"limits": pod}}]}}))
+    result = CliRunner().invoke(app, ["explain", "--pod", str(pod_file), "--nrt", "-", "-o", "json"], input=nrt.stdout)
+    assert result.exit_code == 0, result.output
+    explained = json.loads(result.stdout)
+    assert explained["selected"] == "n" and explained["nodes"][0]["view"] == "exact"
+    [container] = explained["placement"]["containers"].values()
+    gpus = container["devices"]["nvidia.com/gpu"]
+    inventory = DeviceInventory.from_machine(read_hwloc_xml(path))
+    [numa] = container["numaNodes"]
+    assert len(gpus) == 2 and {inventory.device(g).numa_id for g in gpus} == {numa}
+    machine = read_hwloc_xml(path)
+    assert machine.numa_of(CPUSet.parse(container["cpuset"])) == {numa}
+    if expect:
+        assert inventory.locality(*gpus) == "pcie"

@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 
 from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.config import KubeletConfig
 from toposched.topology.model import Machine
 
 __all__ = ["OutputFormat", "discover"]
@@ -42,11 +43,24 @@ def discover(
     policy: str = typer.Option("none", "--policy",
                                help="Topology Manager policy written into -o nrt."),
     scope: str = typer.Option("container", "--scope", help="Topology Manager scope written into -o nrt."),
+    cpu_manager_policy: str = typer.Option("static", "--cpu-manager-policy",
+                                           help="CPU manager policy written into -o nrt (static or none)."),
+    kubelet_config: Optional[Path] = typer.Option(
+        None, "--kubelet-config", metavar="FILE",
+        help="A KubeletConfiguration file for -o nrt (its policies, options and reservations; "
+             "overrides --policy, --scope and --cpu-manager-policy)."),
 ) -> None:
-    """Discover the hardware topology (by default of this machine, from /sys) and print it."""
+    """Discover the hardware topology (by default of this machine, from /sys) and print it.
+
+    ``-o nrt`` prints exactly what the toposched agent would publish for this machine with no
+    pod running: NFD's zones with device counts, and the node description (CPU ids, cores,
+    reserved CPUs, kubelet settings, devices with ids and PCIe locality).
+    """
     try:
         machine, local = _read(sysfs, hwloc, nrt)
-        typer.echo(_render(machine, output, node_name, policy, scope, local), nl=False)
+        config = _kubelet_config(kubelet_config, policy, scope, cpu_manager_policy, machine) \
+            if output is OutputFormat.NRT else None
+        typer.echo(_render(machine, output, node_name, config, local), nl=False)
     except (ToposchedError, OSError) as exc:
         typer.echo(f"toposched discover: {_one_line(exc)}", err=True)
         raise typer.Exit(code=1) from None
@@ -87,20 +101,35 @@ def _must_exist(path: Path, *, is_dir: bool) -> None:
         raise InputError("is a directory, expected a file", source=str(path))
 
 
-def _render(machine: Machine, output: OutputFormat, node_name: str | None, policy: str, scope: str,
+def _kubelet_config(path: Path | None, policy: str, scope: str, cpu_policy: str, machine: Machine) -> KubeletConfig:
+    """The kubelet configuration -o nrt describes: the file's, else the flags' (InputError naming the flag)."""
+    if path is not None:
+        _must_exist(path, is_dir=False)
+        from toposched.kube.agent.kubelet_files import read_kubelet_config
+
+        return read_kubelet_config(path, memory_total=sum(n.memory_bytes for n in machine.numa_nodes))[0]
+    try:
+        return KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy=cpu_policy)
+    except InputError as err:
+        flags = {"topologyManagerPolicy": "--policy", "topologyManagerScope": "--scope",
+                 "cpuManagerPolicy": "--cpu-manager-policy"}
+        raise InputError(err.message, field=flags.get(err.field or "", err.field)) from None
+
+
+def _render(machine: Machine, output: OutputFormat, node_name: str | None, config: KubeletConfig | None,
             local: bool) -> str:
     if output is OutputFormat.JSON:
         return json.dumps(machine.to_dict(), indent=2) + "\n"
     if output is OutputFormat.YAML:
         return yaml.safe_dump(machine.to_dict(), sort_keys=False)
     if output is OutputFormat.NRT:
-        from toposched.topology.nrt import dump_nrt, nrt_from_machine
+        from toposched.node_report import node_report
 
         name = node_name or machine.hostname or (platform.node() if local else None)
         if not name:
             raise InputError("the machine has no host name: give --node-name", field="--node-name")
-        obj = nrt_from_machine(machine, node_name=name, policy=policy, scope=scope)
-        return yaml.safe_dump(dump_nrt(obj), sort_keys=False)
+        assert config is not None
+        return yaml.safe_dump(node_report(machine, config, node_name=name), sort_keys=False, width=2**20)
     from toposched.topology.render import render_machine
 
     console = Console(force_terminal=False, width=_width())

@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from toposched.errors import InputError
-from toposched.manifests import load_objects
+from toposched.manifests import decode_documents, load_objects
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.profile_setup import load_profile
 from toposched.scheduler.scheduler import Scheduler
-from toposched.topology.nrt import load_nrts
+from toposched.topology.nrt import load_nrts, parse_nrt
 from toposched.workload import Pod
 
 __all__ = ["explain", "explain_files"]
@@ -33,12 +33,28 @@ def explain_files(pod: Path, nodes: list[Path], nrts: list[Path], config: Path |
             if isinstance(obj, dict) and obj.get("kind", "Node") == "Node":
                 cluster.set_node(NodeSpec.from_dict(obj, where))
     for path in nrts:
-        for report in load_nrts(path):
+        for report in _nrts(path):
             cluster.update_report(report, now=0.0)
     if not cluster.nodes:
         raise InputError("no nodes: give --node and/or --nrt files", field="--node")
     scheduler = Scheduler(cluster, load_profile(profile, config))
     return scheduler.explain(pods[0])
+
+
+def _nrts(path: Path) -> list:
+    """The reports of a file, or of standard input for ``-`` (``toposched discover -o nrt | toposched explain --nrt -``)."""
+    if str(path) != "-":
+        return load_nrts(path)
+    source = "<stdin>"
+    objects = []
+    for obj in decode_documents(sys.stdin.read(), source):
+        if isinstance(obj, dict) and obj.get("kind") in ("List", "NodeResourceTopologyList"):
+            objects.extend(obj.get("items") or [])
+        elif obj is not None:
+            objects.append(obj)
+    if not objects:
+        raise InputError("no NodeResourceTopology object", source=source)
+    return [parse_nrt(obj, source) for obj in objects]
 
 
 def _table(result: dict) -> None:
@@ -59,7 +75,8 @@ def _table(result: dict) -> None:
             why = f"at Reserve: {node['refused']}"
         elif node.get("devices"):
             why = "would take " + "; ".join(f"{r}: {', '.join(ids)}" for r, ids in node["devices"].items())
-        table.add_row(node["name"], f"[{style}]{code}[/]", why, score, plugins)
+        name = node["name"] if node.get("view", "exact") == "exact" else f"{node['name']}\n({node['view']})"
+        table.add_row(name, f"[{style}]{code}[/]", why, score, plugins)
     console.print(table)
     if result["selected"]:
         console.print(f"selected: [bold]{result['selected']}[/]")
@@ -73,7 +90,7 @@ def _table(result: dict) -> None:
 def explain(
     pod: Path = typer.Option(..., "--pod", help="A Pod (YAML/JSON)."),
     node: list[Path] = typer.Option([], "--node", help="Node objects (one, several documents, or a List); repeatable."),
-    nrt: list[Path] = typer.Option([], "--nrt", help="NodeResourceTopology objects; repeatable. A node without one has no topology data."),
+    nrt: list[Path] = typer.Option([], "--nrt", help="NodeResourceTopology objects ('-': standard input); repeatable. A node without one has no topology data."),
     config: Path | None = typer.Option(None, "--config", help="A KubeSchedulerConfiguration with the profile."),
     profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName): toposched, nrt-match, default, or one in --config."),
     output: str = typer.Option("table", "-o", "--output", help="table or json"),

@@ -506,7 +506,11 @@ class Scheduler:
         """Every node's verdict for ``pod``, plugin by plugin, without changing anything.
 
         Returns ``{"pod", "nodes": [{"name", "filter": {"code", "message"}, "score",
-        "plugins": {name: raw score}}], "selected", "placement"}``; the node and placement are
+        "plugins": {name: raw score}, "view"}], "selected", "placement"}``; ``view`` says what
+        the node's replica knows: ``exact`` (the agent's node description, or hardware given
+        directly), ``count-only`` (a report without a description: NUMA nodes and counts, no CPU
+        or device ids; with the reason when a description was refused), ``none`` (no topology
+        data) or ``unschedulable: <why>``. The node and placement are
         what :meth:`schedule` would choose (computed on trial and given back). For a pod asking
         for devices, every node that passes the filters also gets ``"devices"`` (resource to the
         device IDs it would take there) or, when its exact placement refuses, ``"refused"``.
@@ -526,7 +530,7 @@ class Scheduler:
                     if not verdict.is_success:
                         break
             nodes.append({"name": name, "filter": {"code": verdict.code.label, "message": verdict.message},
-                          "score": None, "plugins": {}})
+                          "score": None, "plugins": {}, "view": _view(record)})
             if verdict.is_success:
                 feasible_rows.append((self.table.index[name], nodes[-1]))
         if feasible_rows:
@@ -554,6 +558,17 @@ class Scheduler:
             "placement": decision.placement.to_dict() if decision.placement else None,
             "message": decision.message,
         }
+
+
+def _view(record: Any) -> str:
+    """What a node's replica knows, for explain (see :meth:`Scheduler.explain`)."""
+    if record.broken:
+        return f"unschedulable: {record.broken}"
+    if record.model is None:
+        return "none"
+    if record.count_only:
+        return f"count-only ({record.degraded})" if record.degraded else "count-only"
+    return "exact"
 
 
 def _distinct(plugins: list[Any]) -> list[Any]:
