@@ -165,3 +165,36 @@ def test_republishing_keeps_the_controllers_zone_attributes(memory_client, node)
     assert agent.step().published
     zone = memory_client.get(NRTS, NODE)["zones"][1]
     assert {"name": "toposched.io/cpu-capacity", "value": "6"} in zone["attributes"]
+
+
+def test_devices_and_their_holders_come_from_the_kubelets_podresources_api(memory_client, node, tmp_path, caplog):
+    import json
+
+    from tests.kube.agent.podresources_fakes import GPU, VF, FakeKubelet
+    from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeAllocations, NodeDescription
+
+    socket = tmp_path / "kubelet.sock"
+    with FakeKubelet(socket):
+        agent = make_agent(memory_client, node, Clock(), podresources_socket=socket, host_root=tmp_path / "host")
+        step = agent.step()
+    assert step.published and not step.errors
+    attributes = {a["name"]: a["value"] for a in step.report["attributes"]}
+    description = NodeDescription.from_json(attributes[DESCRIPTION_ATTRIBUTE])
+    # Ids exactly as the plugins name them; NUMA nodes from the API (no PCI device of this machine matches).
+    assert [(d.resource, d.id, d.numa_id, d.pcie_path) for d in description.devices] == [
+        *(("nvidia.com/gpu", gpu, i // 2, ()) for i, gpu in enumerate(GPU)),
+        *(("intel.com/sriov_netdevice", vf, 0 if vf.startswith("0000:3b") else 1, ()) for vf in VF)]
+    held = NodeAllocations.from_json(attributes[ALLOCATIONS_ATTRIBUTE]).devices()
+    assert held == {"nvidia.com/gpu": set(GPU), "intel.com/sriov_netdevice": {VF[0]}}
+    zones = {z["name"]: {r["name"]: (r["capacity"], r["available"]) for r in z["resources"]} for z in step.report["zones"]}
+    assert zones["node-0"]["intel.com/sriov_netdevice"] == ("2", "1")
+    assert zones["node-1"]["nvidia.com/gpu"] == ("2", "0")
+    json.dumps(step.report)
+
+
+def test_without_the_podresources_socket_the_agent_says_so_once(memory_client, node, tmp_path, caplog):
+    agent = make_agent(memory_client, node, Clock(), podresources_socket=tmp_path / "missing.sock")
+    with caplog.at_level("WARNING"):
+        first, second = agent.step(), agent.step()
+    assert first.report is not None and second.report is not None
+    assert sum("podresources API cannot be read" in r.message for r in caplog.records) == 1

@@ -29,7 +29,11 @@ from toposched.kube.agent.kubelet_files import (
     read_kubelet_config,
     read_memory_state_file,
 )
+from toposched.kube.agent.device_ids import match_device, read_nvidia_uuids
+from toposched.kube.agent.podresources import DEFAULT_SOCKET, PodResourcesUnavailable, read_podresources
+from toposched.kubelet.description import DescribedDevice
 from toposched.node_report import node_report
+from toposched.topology.model import Machine
 from toposched.kube.client import NRTS, PODS, ApiError, KubeClient, NotFound
 from toposched.kube.controller import keep_controller_attributes
 from toposched.topology.sysfs import read_sysfs
@@ -78,6 +82,8 @@ class Agent:
         dry_run: bool = False,
         publish: bool = True,
         enforce: bool = True,
+        podresources_socket: str | Path | None = DEFAULT_SOCKET,
+        host_root: str | Path = "/",
     ) -> None:
         if not node_name:
             raise InputError("a node name is required", field="node_name")
@@ -95,8 +101,11 @@ class Agent:
         self.dry_run = dry_run
         self.publish = publish
         self.enforce = enforce
+        self.podresources_socket = str(podresources_socket) if podresources_socket else None
+        self.host_root = Path(host_root)
         self._published: dict[str, Any] | None = None
         self._published_at: float | None = None
+        self._said_no_podresources = False
 
     def _fail(self, result: AgentStep, what: str, err: Exception) -> None:
         message = f"{what}: {err}"
@@ -135,9 +144,11 @@ class Agent:
             config, driver = None, None
 
         if self.publish and config is not None and pods is not None and cpu_ok:
+            devices, assignments = self._devices(result, machine, pods)
             try:
                 result.report = node_report(machine, config, node_name=self.node_name, cpu_state=cpu_state,
-                                            memory_state=read_memory_state_file(self.kubelet_dir), pods=pods)
+                                            memory_state=read_memory_state_file(self.kubelet_dir), pods=pods,
+                                            devices=devices, device_assignments=assignments)
             except InputError as err:
                 self._fail(result, "cannot build the NodeResourceTopology", err)
             if result.report is not None:
@@ -148,6 +159,53 @@ class Agent:
                 pods, node_name=self.node_name, machine=machine, cgroup_root=self.cgroup_root,
                 cpu_state=cpu_state, cgroup_driver=driver, dry_run=self.dry_run)
         return result
+
+    def _devices(self, result: AgentStep, machine: Machine, pods: list[dict[str, Any]]
+                 ) -> tuple[list[DescribedDevice] | None, dict[str, dict[str, dict[str, list[str]]]] | None]:
+        """The devices the kubelet hands out and who holds which, from its podresources API.
+
+        Each device keeps the id its plugin gives it; the PCI device behind it (PCIe path, model,
+        memory) is found by :func:`match_device`; an id that matches none keeps the NUMA node the
+        API reports and no PCIe locality. Without the socket (or with ``podresources_socket``
+        None) this says so once and returns ``(None, None)``: the report then describes the
+        devices from sysfs and the resource map, and takes assignments from the placements.
+        """
+        if self.podresources_socket is None:
+            return None, None
+        try:
+            snapshot = read_podresources(self.podresources_socket)
+            uuids = read_nvidia_uuids(self.host_root)
+        except PodResourcesUnavailable as err:
+            if not self._said_no_podresources:
+                log.warning("the kubelet's podresources API cannot be read (%s); devices are published from sysfs "
+                            "and the device-resource map, their assignments from placements", err)
+                self._said_no_podresources = True
+            return None, None
+        except InputError as err:
+            self._fail(result, "cannot read the kubelet's podresources answer", err)
+            return None, None
+        self._said_no_podresources = False
+        devices = []
+        for entry in snapshot.allocatable.devices:
+            for device_id in entry.ids:
+                found = match_device(device_id, machine, uuids)
+                numa = entry.numa_ids[0] if len(entry.numa_ids) == 1 else (found.numa_id if found else None)
+                if found is None:
+                    devices.append(DescribedDevice(entry.resource, device_id, numa))
+                else:
+                    devices.append(DescribedDevice(entry.resource, device_id, numa, found.address, found.pcie_path,
+                                                   found.attributes.get("device_name") or found.name,
+                                                   found.memory_bytes, found.kind))
+        uids = {((p.get("metadata") or {}).get("namespace", "default"), (p.get("metadata") or {}).get("name")):
+                (p.get("metadata") or {}).get("uid") for p in pods}
+        assignments: dict[str, dict[str, dict[str, list[str]]]] = {}
+        for pod in snapshot.pods:
+            uid = uids.get((pod.namespace, pod.name)) or f"{pod.namespace}/{pod.name}"
+            for container in pod.containers:
+                for entry in container.devices:
+                    held = assignments.setdefault(uid, {}).setdefault(container.name, {})
+                    held.setdefault(entry.resource, []).extend(entry.ids)
+        return devices, assignments
 
     def _publish(self, result: AgentStep, report: dict[str, Any], now: float) -> bool:
         due = (self._published != report or self._published_at is None
