@@ -266,7 +266,7 @@ def node_report(
     fingerprint = pods_fingerprint(
         ((p.get("metadata") or {}).get("namespace", "default"), (p.get("metadata") or {}).get("name", "")) for p in pods
     )
-    description = NodeDescription(machine.with_devices(()), config, reserved, tuple(devices))
+    description = NodeDescription(machine, config, reserved, tuple(devices))
     shape: dict[str, Any] = dict(
         node_name=node_name,
         policy=config.topology_manager_policy,

@@ -311,3 +311,38 @@ def test_a_description_decodes_to_what_was_encoded():
     assert description.to_json() == text
     with pytest.raises(InputError, match="not JSON"):
         NodeDescription.from_json(text[:100])
+
+
+def test_the_replica_takes_the_cpus_and_devices_the_kubelet_reports():
+    """A pod bound by another scheduler: the replica guessed its ids, the report says what the kubelet gave."""
+    from toposched.kubelet import KubeletNode
+    from toposched.scheduler import Scheduler
+    from toposched.scheduler.profile_setup import load_profile
+
+    machine = small_machine().with_devices([
+        Device("0000:3b:00.0", DeviceKind.GPU, 0, 0x10DE, 0x1EB8, 0x030200, ("pci0000:3a", "0000:3a:00.0")),
+        Device("0000:3c:00.0", DeviceKind.GPU, 0, 0x10DE, 0x1EB8, 0x030200, ("pci0000:3a", "0000:3a:01.0"))])
+    cluster = Cluster()
+    cluster.update_report(parse_nrt(json.loads(json.dumps(node_report(machine, CONFIG, node_name="n")))), now=0.0)
+    other = guaranteed("other", 2, gpus=1)
+    guessed = cluster.add_bound_pod(other, "n", now=0.0)
+    # The real kubelet admitted another pod first (since gone), so it gave "other" different ids.
+    kubelet = KubeletNode(machine, CONFIG, name="n", device_plugins=cluster.nodes["n"].inventory.device_plugins())
+    kubelet.admit(guaranteed("gone", 2, gpus=1))
+    got = kubelet.admit(other).containers["c"]
+    kubelet.release("gone")
+    assert got.cpuset != guessed.containers["c"].cpuset and got.devices != guessed.containers["c"].devices
+    pods = [{"metadata": {"name": "other", "namespace": "default", "uid": "other"}, "spec": {"nodeName": "n"},
+             "status": {"phase": "Running"}}]
+    assignments = {"other": {"c": {r: sorted(ids) for r, ids in got.devices.items()}}}
+    report = node_report(machine, CONFIG, node_name="n", cpu_state=kubelet.cpu.to_checkpoint(), pods=pods,
+                         device_assignments=assignments)
+    cluster.update_report(parse_nrt(json.loads(json.dumps(report))), now=1.0)
+    record = cluster.nodes["n"]
+    adopted = record.pods["other"].placement.containers["c"]
+    assert adopted.cpuset == got.cpuset and set(adopted.devices["nvidia.com/gpu"]) == set(got.devices["nvidia.com/gpu"])
+    assert record.model.cpu.state.get("other", "c") == got.cpuset
+    assert record.model.available() == kubelet.available()  # the replica is the kubelet again
+    nxt = Scheduler(cluster, load_profile("toposched")).schedule(guaranteed("next", 2, gpus=1), now=2.0)
+    assert not (nxt.placement.cpuset & got.cpuset)
+    assert not set(nxt.placement.containers["c"].devices["nvidia.com/gpu"]) & set(got.devices["nvidia.com/gpu"])

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "CONFIGMAPS",
+    "DEVICES",
     "EVENTS",
     "KINDS",
     "LEASES",
@@ -67,7 +68,8 @@ EVENTS = Kind("", "v1", "Event", "events", True)
 CONFIGMAPS = Kind("", "v1", "ConfigMap", "configmaps", True)
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 NRTS = Kind("topology.node.k8s.io", "v1alpha2", "NodeResourceTopology", "noderesourcetopologies", False)
-KINDS: tuple[Kind, ...] = (PODS, NODES, EVENTS, CONFIGMAPS, LEASES, NRTS)
+DEVICES = Kind("scheduling.koordinator.sh", "v1alpha1", "Device", "devices", False)  # koordlet's, where Koordinator runs
+KINDS: tuple[Kind, ...] = (PODS, NODES, EVENTS, CONFIGMAPS, LEASES, NRTS, DEVICES)
 
 
 class ApiError(Exception):

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from toposched.devices.koordlet_device import devices_from_koordlet
 from toposched.errors import InputError
 from toposched.kube.client import WatchEvent
 from toposched.scheduler import NodeSpec, Placement, Scheduler
@@ -148,6 +149,43 @@ class ClusterSync:
         for obj in items:
             self.on_nrt(WatchEvent("ADDED", dict(obj)))
         self._listed("NodeResourceTopology")
+
+    # ---- koordlet's device descriptions --------------------------------------------------------------
+
+    def on_device(self, event: WatchEvent) -> None:
+        """koordlet's ``Device`` object of a node was added, changed or deleted.
+
+        It describes the node's devices where the node's report does not (an NFD report): see
+        :meth:`toposched.scheduler.cluster.Cluster.set_node_devices`. A malformed object is
+        logged and forgotten; the node keeps what its report counts.
+        """
+        name = _name(event.object)
+        if not name:
+            log.error("ignoring a Device without metadata.name")
+            return
+        if event.type == "DELETED":
+            self.cluster.set_node_devices(name, None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            try:
+                _, devices = devices_from_koordlet(event.object)
+            except InputError as err:
+                log.error("ignoring koordlet's devices of node %s: %s", name, err)
+                devices = None
+            self.cluster.set_node_devices(name, devices)
+            self._place_waiting(name)
+        else:
+            return
+        self._notify("Device", event.type, name)
+
+    def relist_devices(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The complete set of ``Device`` objects: nodes without one lose koordlet's description."""
+        items = list(items)
+        names = {_name(o) for o in items}
+        for record in list(self.cluster.nodes.values()):
+            if record.external_devices and record.name not in names:
+                self.on_device(WatchEvent("DELETED", {"metadata": {"name": record.name}}))
+        for obj in items:
+            self.on_device(WatchEvent("ADDED", dict(obj)))
 
     # ---- pods --------------------------------------------------------------------------------------
 

@@ -87,8 +87,9 @@ class NodeDescription:
     """What a node's kubelet decides with: the machine, the configuration, the reserved CPUs, the devices.
 
     ``machine`` has the real CPU ids, cores, sockets, dies and caches, NUMA memory, hugepages and
-    distances (devices are in ``devices``, not in the machine); ``reserved_cpus`` are the CPUs the
-    static CPU manager keeps from pods, as it computed them (empty under policy ``none``).
+    distances; the devices the description holds are ``devices`` (whatever devices ``machine``
+    holds are not part of the description); ``reserved_cpus`` are the CPUs the static CPU
+    manager keeps from pods, as it computed them (empty under policy ``none``).
     """
 
     machine: Machine
@@ -98,7 +99,10 @@ class NodeDescription:
 
     def machine_with_devices(self) -> Machine:
         """The machine with the described devices (each carrying its resource), for a kubelet replica."""
-        return self.machine.with_devices(d.to_device() for d in self.devices)
+        devices = tuple(d.to_device() for d in self.devices)
+        if devices == self.machine.devices:
+            return self.machine  # a decoded description holds them already
+        return self.machine.with_devices(devices)
 
     def device_plugins(self) -> dict[str, list[tuple[str, list[int] | None]]]:
         """The kubelet model's device-plugin table: ``{resource: [(id, [NUMA id] or None)]}`` in described order."""
@@ -220,13 +224,13 @@ class NodeDescription:
                         node_cpus.append(cpu)
             nodes.append(NUMANode(numa_id, CPUSet(node_cpus), memory, hugepages, distances))
         offline = d.cpuset(obj.get("offline", ""), "offline")
-        machine = Machine(tuple(cpus), tuple(nodes), offline_cpus=offline)
+        numa_ids = {n.id for n in nodes}
         try:
             config = KubeletConfig.from_dict(d.mapping(obj.get("kubelet"), "kubelet"), source="")
         except InputError as err:
             raise InputError(err.message, field=_path("kubelet", err.field)) from None
         reserved = d.cpuset(obj.get("reservedCPUs", ""), "reservedCPUs")
-        stray = reserved - machine.online
+        stray = reserved - CPUSet(seen_cpus)
         if stray:
             raise InputError(f"reserved CPUs {stray} are not CPUs of the described NUMA nodes", field="reservedCPUs")
         devices = []
@@ -241,7 +245,7 @@ class NodeDescription:
                     raise InputError(f"more than {MAX_DEVICES} devices", field=here)
                 item = d.mapping(item, here)
                 numa_id = d.optional_integer(item.get("numa"), f"{here}.numa")
-                if numa_id is not None and not machine.has_numa(numa_id):
+                if numa_id is not None and numa_id not in numa_ids:
                     raise InputError(f"NUMA node {numa_id} is not one the description lists", field=f"{here}.numa")
                 path = d.list(item.get("path", []), f"{here}.path")
                 kind = d.optional_string(item.get("kind"), f"{here}.kind")
@@ -262,6 +266,7 @@ class NodeDescription:
         if len(set(ids)) != len(ids):
             twice = sorted({i for i in ids if ids.count(i) > 1})
             raise InputError(f"device {twice[0][1]} of {twice[0][0]} is listed twice", field="devices")
+        machine = Machine(tuple(cpus), tuple(nodes), tuple(dev.to_device() for dev in devices), offline_cpus=offline)
         return cls(machine, config, reserved, tuple(devices))
 
 

@@ -15,6 +15,8 @@ Time is passed in (``now``, seconds); nothing here reads a clock.
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from dataclasses import dataclass, field
@@ -23,7 +25,15 @@ from toposched.devices import DeviceInventory, DeviceResourceMap
 from toposched.devices.share import inventory_gpus, koordlet_resources
 from toposched.errors import InputError
 from toposched.kubelet import Admission, KubeletConfig, KubeletNode, fast_merge_hints
-from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeDescription
+from toposched.kubelet.cpu_manager import CPUState
+from toposched.kubelet.description import (
+    ALLOCATIONS_ATTRIBUTE,
+    DESCRIPTION_ATTRIBUTE,
+    DescribedDevice,
+    NodeAllocations,
+    NodeDescription,
+)
+from toposched.kubelet.device_manager import DeviceManagerState
 from toposched.scheduler.report_check import check_description_against_zones
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.intent import node_topology_policy
@@ -37,6 +47,7 @@ __all__ = ["Cluster", "NodeRecord", "PodEntry", "kubelet_config_from_nrt", "plac
 
 FINGERPRINT_ATTRIBUTE = "nodeTopologyPodsFingerprint"
 SOURCE_MACHINE, SOURCE_DESCRIPTION, SOURCE_COUNTS = "machine", "description", "counts"
+_DESCRIPTION_CACHE = 256  # distinct node descriptions kept decoded (one per hardware model and configuration)
 
 
 @dataclass
@@ -69,6 +80,7 @@ class NodeRecord:
     replica_source: str = ""
     replica_key: str = ""  # the report text the replica was built from; a different one rebuilds it
     degraded: str = ""  # why a report's description could not be used (the node is count-only then)
+    external_devices: tuple[DescribedDevice, ...] = ()  # another agent's description of the devices (koordlet)
 
     @property
     def count_only(self) -> bool:
@@ -177,6 +189,7 @@ class Cluster:
         self.nodes: dict[str, NodeRecord] = {}
         self.pod_node: dict[str, str] = {}
         self.reflect_timeout = reflect_timeout
+        self._descriptions: dict[str, NodeDescription] = {}  # description text -> decoded, oldest first
         self._listeners: list[Callable[[str], None]] = [on_change] if on_change else []
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
@@ -258,18 +271,7 @@ class Cluster:
         if text is None and record.replica_source != SOURCE_MACHINE:
             key = _counts_key(nrt)
             if record.replica_source != SOURCE_COUNTS or record.replica_key != key or record.model is None:
-                try:
-                    machine = machine_from_nrt(nrt)
-                    config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
-                    plugins = _device_plugins(machine)
-                    model = KubeletNode(machine, config, device_plugins=plugins, name=nrt.name, merge=fast_merge_hints)
-                    inventory = DeviceInventory.from_nrt(nrt, self.resource_map)
-                except InputError as err:
-                    record.model, record.broken, record.replica_source = None, str(err), ""
-                else:
-                    record.model, record.inventory = model, inventory
-                    record.replica_source, record.replica_key = SOURCE_COUNTS, key
-                    self._replay(record)
+                self._count_only_replica(record, nrt, key)
         fingerprint = nrt.attributes.get(FINGERPRINT_ATTRIBUTE)
         if fingerprint is not None and fingerprint == self.pods_fingerprint(record.name):
             for entry in record.pods.values():
@@ -277,11 +279,131 @@ class Cluster:
         for entry in record.pods.values():
             if not entry.assumed and now - entry.since >= self.reflect_timeout:
                 entry.reflected = True
+        allocations = nrt.attributes.get(ALLOCATIONS_ATTRIBUTE)
+        if allocations is not None and record.replica_source == SOURCE_DESCRIPTION:
+            try:
+                self._adopt_allocations(record, NodeAllocations.from_json(allocations, source=nrt.origin))
+            except InputError as err:
+                record.degraded = f"allocations not used: {err}"
         self._changed(record.name)
+
+    def _adopt_allocations(self, record: NodeRecord, allocations: NodeAllocations) -> None:
+        """The replica takes the CPU and device ids the node reports for the pods the report reflects.
+
+        The kubelet may have given a pod other ids than the replica guessed (it admitted pods in
+        another order, or restarted); for every pod the report counts (reflected, not assumed)
+        whose reported exclusive CPUs or devices differ from the replica's in ids but not in
+        number, the replica's CPU manager and device manager states, the pod's placement and
+        its per-zone usage take the reported ids. All of it or nothing: a report that would give
+        a CPU or device to two holders, a reserved CPU, or an id the node lacks changes nothing.
+        """
+        model = record.model
+        assert model is not None
+        moved: dict[str, dict[str, ContainerPlacement]] = {}
+        for uid, reported in allocations.pods.items():
+            entry = record.pods.get(uid)
+            if entry is None or entry.assumed or not entry.reflected or entry.placement is None:
+                continue
+            for name, c in entry.placement.containers.items():
+                got = reported.get(name)
+                if got is None:
+                    continue
+                new = c
+                if model.cpu is not None and c.cpuset and got.cpus != c.cpuset and len(got.cpus) == len(c.cpuset):
+                    new = dataclasses.replace(new, cpuset=got.cpus)
+                devices = {r: ids for r, ids in got.devices.items()
+                           if r in c.devices and len(ids) == len(c.devices[r]) and set(ids) != set(c.devices[r])}
+                if devices:
+                    new = dataclasses.replace(new, devices={**c.devices, **devices})
+                if new is not c:
+                    moved.setdefault(uid, {})[name] = new
+        if not moved:
+            return
+        cpu_state = _cpu_state_with(model, moved)
+        device_state = _device_state_with(model, moved)
+        if cpu_state is None or device_state is None:
+            return
+        if model.cpu is not None:
+            model.cpu.restore(cpu_state)
+        model.devices.restore(device_state)
+        machine = model.machine
+        for uid, containers in moved.items():
+            entry = record.pods[uid]
+            for name, new in containers.items():
+                old = entry.placement.containers[name]  # type: ignore[union-attr]
+                for cpus, sign in ((old.cpuset, -1), (new.cpuset, 1)):
+                    for cpu_id in cpus:
+                        zone = entry.usage.setdefault(machine.cpu(cpu_id).numa_id, {})
+                        zone["cpu"] = zone.get("cpu", 0) + sign * 1000
+                for resource in new.devices:
+                    for ids, sign in ((old.devices.get(resource, ()), -1), (new.devices[resource], 1)):
+                        for device_id in ids:
+                            device = record.inventory.get(device_id) if record.inventory is not None else None
+                            if device is not None and device.numa_id is not None:
+                                zone = entry.usage.setdefault(device.numa_id, {})
+                                zone[resource] = zone.get(resource, 0) + sign
+            entry.usage = _pruned(entry.usage)
+            placement = entry.placement
+            assert placement is not None
+            entry.placement = dataclasses.replace(placement, containers={**placement.containers, **containers})
+
+    def _count_only_replica(self, record: NodeRecord, nrt: NodeResourceTopology, key: str) -> None:
+        """Build ``record``'s count-only replica from the report's zones (and koordlet's devices, when known).
+
+        A report that describes no machine marks the node broken, keeping the reason.
+        """
+        try:
+            machine = machine_from_nrt(nrt)
+            if record.external_devices:
+                # koordlet's Device object names this node's devices: they replace the ones the
+                # zones only count (same resources), with ids, NUMA nodes, PCIe switches, memory.
+                named = {d.resource for d in record.external_devices}
+                kept = [d for d in machine.devices if d.attributes.get("resource") not in named]
+                unknown = [d for d in record.external_devices if d.numa_id is not None and not machine.has_numa(d.numa_id)]
+                if unknown:
+                    raise InputError(f"device {unknown[0].id} is on NUMA node {unknown[0].numa_id}, which the report "
+                                     "lacks", field="devices", source=f"Device {record.name}")
+                machine = machine.with_devices([*kept, *(d.to_device() for d in record.external_devices)])
+                inventory = DeviceInventory.from_machine(machine, self.resource_map)
+                shares = koordlet_resources(inventory_gpus(inventory))
+                plugins = inventory.device_plugins()
+            else:
+                inventory, shares, plugins = DeviceInventory.from_nrt(nrt, self.resource_map), {}, _device_plugins(machine)
+            config = kubelet_config_from_nrt(nrt, machine, record.spec.labels)
+            model = KubeletNode(machine, config, device_plugins=plugins, extended_resources=shares, name=nrt.name,
+                                merge=fast_merge_hints)
+        except InputError as err:
+            record.model, record.broken, record.replica_source = None, str(err), ""
+            return
+        record.model, record.inventory = model, inventory
+        record.replica_source, record.replica_key = SOURCE_COUNTS, key
+        self._replay(record)
+
+    def set_node_devices(self, name: str, devices: Iterable[DescribedDevice] | None) -> None:
+        """Another agent's description of a node's devices (koordlet's ``Device`` object); None forgets it.
+
+        Used where the node's report carries no node description: the count-only replica then
+        knows the devices' ids, NUMA nodes, PCIe switches and GPU memory. A report with a
+        description keeps its own devices.
+        """
+        record = self.nodes.get(name)
+        if record is None:
+            record = self.nodes[name] = NodeRecord(NodeSpec(name))
+        record.external_devices = tuple(devices or ())
+        if record.nrt is not None and record.replica_source in (SOURCE_COUNTS, ""):
+            self._count_only_replica(record, record.nrt, _counts_key(record.nrt))
+        self._changed(name)
 
     def _replica_from_description(self, record: NodeRecord, nrt: NodeResourceTopology, text: str) -> None:
         """Build ``record``'s replica from the report's node description; InputError leaves the record as it was."""
-        description = NodeDescription.from_json(text, source=nrt.origin)
+        description = self._descriptions.get(text)
+        if description is None:
+            description = NodeDescription.from_json(text, source=nrt.origin)
+            # Nodes of one hardware model and configuration publish the same text: they share
+            # one decoded machine (memory and time on clusters of thousands of alike nodes).
+            self._descriptions[text] = description
+            if len(self._descriptions) > _DESCRIPTION_CACHE:
+                self._descriptions.pop(next(iter(self._descriptions)))
         check_description_against_zones(description, nrt)
         machine = description.machine_with_devices()
         inventory = DeviceInventory.from_machine(machine, self.resource_map)
@@ -556,3 +678,50 @@ def _counts_key(nrt: NodeResourceTopology) -> str:
               [(r.name, r.capacity, r.allocatable) for r in z.resources]) for z in nrt.zones]
     attributes = sorted((k, v) for k, v in nrt.attributes.items() if k not in (FINGERPRINT_ATTRIBUTE, ALLOCATIONS_ATTRIBUTE))
     return repr((zones, attributes, nrt.top_level_policies))
+
+
+def _cpu_state_with(model: KubeletNode, moved: Mapping[str, Mapping[str, ContainerPlacement]]) -> CPUState | None:
+    """The replica's CPU manager state with the moved containers' cpusets; None when that would be inconsistent."""
+    if model.cpu is None:
+        return CPUState()
+    state = model.cpu.state
+    assignments = {uid: dict(containers) for uid, containers in state.assignments.items()}
+    for uid, containers in moved.items():
+        for name, c in containers.items():
+            if name in assignments.get(uid, {}):
+                assignments[uid][name] = c.cpuset
+    seen = 0
+    for containers in assignments.values():
+        for cpus in containers.values():
+            if seen & cpus.mask:
+                return None  # two holders of one CPU
+            seen |= cpus.mask
+    everything = state.default_cpuset | state.assigned()
+    held = CPUSet.from_mask(seen)
+    if held - everything or held & model.cpu.reserved_cpus:
+        return None
+    return CPUState(everything - held, assignments)
+
+
+def _device_state_with(model: KubeletNode, moved: Mapping[str, Mapping[str, ContainerPlacement]]
+                       ) -> DeviceManagerState | None:
+    """The replica's device manager state with the moved containers' device ids; None when inconsistent."""
+    state = model.devices.state
+    allocations = {uid: {name: dict(r) for name, r in containers.items()} for uid, containers in state.allocations.items()}
+    for uid, containers in moved.items():
+        for name, c in containers.items():
+            held = allocations.get(uid, {}).get(name)
+            if held is None:
+                continue
+            for resource, ids in c.devices.items():
+                if resource in held:
+                    held[resource] = frozenset(ids)
+    for resource in state.devices:
+        seen: set[str] = set()
+        for containers in allocations.values():
+            for held in containers.values():
+                ids = held.get(resource, frozenset())
+                if seen & ids or ids - state.healthy.get(resource, frozenset()):
+                    return None
+                seen |= ids
+    return DeviceManagerState(state.numa_nodes, state.devices, state.healthy, allocations, state.reusable)
