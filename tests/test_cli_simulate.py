@@ -88,10 +88,14 @@ def test_the_bundled_scenario_tells_the_whole_story_in_one_run(tmp_path):
     assert f"report: {tmp_path / 'out' / 'report.html'}" in " ".join(result.output.split())
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     runs = metrics["schedulers"]
-    assert sorted(runs) == sorted(["toposched", *BASELINES])
+    assert sorted(runs) == sorted(["toposched", "toposched-nfd", *BASELINES])
     assert metrics["scenario"]["report_interval"] == 60
     topo = runs["toposched"]
     assert topo["rejected_admission"] == 0
+    # Fed node-feature-discovery's counts only, toposched assumes what it cannot see the safe way:
+    # still no rejection, but the GPU-share pods find no node (no GPU memory is known).
+    counts_only = runs["toposched-nfd"]
+    assert counts_only["rejected_admission"] == 0 and counts_only["pending_end"] > 0
     assert runs["default"]["rejected_admission"] >= 0.1 * runs["default"]["arrived"]  # many
     stale = runs["nrt-match"]
     assert stale["rejections"].get("TopologyAffinityError", 0) > 0  # some, from the 60 s old report

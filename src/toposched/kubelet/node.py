@@ -437,8 +437,20 @@ class KubeletNode:
         discovery leaves out, e.g., ``cpu`` on a zone whose CPUs are all reserved).
         """
         reserved = self.cpu.reserved_cpus if self.cpu is not None else (self.config.reserved_system_cpus or CPUSet())
+        # NFD takes allocatable memory from the kubelet's podresources GetAllocatableResources,
+        # which leaves out what the Static memory manager reserves on each NUMA node.
+        allocatable: dict[int, dict[str, int]] = {}
+        if self.memory is not None:
+            for node in self.machine.numa_nodes:
+                held = self.memory.system_reserved.get(node.id, {})
+                zone = {"memory": node.memory_bytes - held.get("memory", 0)} if node.memory_bytes else {}
+                for size, count in node.hugepages.items():
+                    name = hugepage_resource_name(size)
+                    zone[name] = size * count - held.get(name, 0)
+                allocatable[node.id] = zone
         shape = dict(node_name=self.name, policy=self.config.topology_manager_policy,
-                     scope=self.config.topology_manager_scope, device_resources=self.device_counts(), reserved_cpus=reserved)
+                     scope=self.config.topology_manager_scope, device_resources=self.device_counts(), reserved_cpus=reserved,
+                     allocatable=allocatable)
         published = {numa_zone_id(z.name): {r.name for r in z.resources}
                      for z in nrt_from_machine(self.machine, **shape).zones if z.type == ZONE_TYPE_NODE}
         available = {n: {k: v for k, v in zone.items() if k in published.get(n, ())} for n, zone in self.available().items()}
