@@ -3,7 +3,8 @@
 :func:`build_binaries` runs ``scripts/build-k8s.sh`` (the pinned release, from the Go module
 proxy, cached between runs). :class:`ControlPlane` starts etcd and kube-apiserver on free
 loopback ports with a self-signed serving certificate (openssl), a service-account signing key,
-authorization ``RBAC`` and one static identity, the admin (``system:masters``); every toposched
+authorization ``RBAC`` and two static identities, the admin (``system:masters``) and
+``system:kube-scheduler`` (for a kube-scheduler of its own, as kubeadm gives it); every toposched
 component gets its own ServiceAccount token through the TokenRequest API
 (:meth:`ControlPlane.service_account_kubeconfig`), so it holds exactly the permissions deploy/
 grants it. kube-scheduler is started on demand (:meth:`ControlPlane.start_kube_scheduler`).
@@ -32,6 +33,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 KUBERNETES_VERSION = (REPO / "tests" / "kubernetes-version").read_text().strip()
 ADMIN_TOKEN = "toposched-e2e-admin"
+#: The token of the user ``system:kube-scheduler``, whom Kubernetes' own RBAC bootstrap grants what kube-scheduler needs.
+KUBE_SCHEDULER_TOKEN = "toposched-e2e-kube-scheduler"
 
 
 class BuildUnavailable(Exception):
@@ -147,7 +150,8 @@ class ControlPlane:
     def start(self, extra_apiserver_args: Sequence[str] = ()) -> None:
         """Start etcd and kube-apiserver; return once the API server answers /readyz."""
         make_certificates(self.certs)
-        (self.workdir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
+        (self.workdir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n'
+                                                 f'{KUBE_SCHEDULER_TOKEN},system:kube-scheduler,kube-scheduler-uid\n')
         self.etcd_port, peer = free_port(), free_port()
         self.etcd = self._spawn("etcd", [
             str(self.bin_dir / "etcd"), "--name", "e2e", "--data-dir", str(self.workdir / "etcd"),
@@ -228,6 +232,14 @@ class ControlPlane:
         return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=str(self.ca_file)), timeout=30.0,
                             headers={"Authorization": f"Bearer {token}"})
 
+    def delete_all(self, collection: str) -> None:
+        """Delete every object of a collection path (e.g. ``/api/v1/namespaces/x/pods``) at once, no grace period.
+
+        Without a kubelet a bound pod deleted gracefully would stay until its grace period ends.
+        """
+        with self.admin_http() as http:
+            http.delete(collection, params={"gracePeriodSeconds": 0}).raise_for_status()
+
     def kubeconfig(self, name: str, token: str) -> Path:
         """A kubeconfig file for this API server with ``token`` as the user."""
         path = self.workdir / f"{name}.kubeconfig"
@@ -258,15 +270,16 @@ class ControlPlane:
 
     # ---- kube-scheduler ----------------------------------------------------------------------------
 
-    def start_kube_scheduler(self, config: Mapping[str, Any], kubeconfig: Path, name: str = "kube-scheduler") -> Process:
+    def start_kube_scheduler(self, config: Mapping[str, Any], kubeconfig: Path, name: str = "kube-scheduler",
+                             verbosity: int = 2) -> Process:
         """Start kube-scheduler with the KubeSchedulerConfiguration ``config`` as the identity of ``kubeconfig``.
 
         ``clientConnection.kubeconfig`` is set to ``kubeconfig``; nothing else of ``config`` changes.
-        The scheduler serves no HTTPS endpoint (``--secure-port=0``).
+        The scheduler serves no HTTPS endpoint (``--secure-port=0``); it logs at ``--v=verbosity``.
         """
         document = dict(config)
         document["clientConnection"] = {**(document.get("clientConnection") or {}), "kubeconfig": str(kubeconfig)}
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(document))
         return self._spawn(name, [str(self.bin_dir / "kube-scheduler"), f"--config={path}", "--secure-port=0",
-                                  "--v=2"])
+                                  f"--v={verbosity}"])
