@@ -95,7 +95,7 @@ def granted(account: str) -> set[Grant]:
 
 
 _CONSTANTS = {"PODS": "Pod", "NODES": "Node", "EVENTS": "Event", "CONFIGMAPS": "ConfigMap", "LEASES": "Lease",
-              "NRTS": "NodeResourceTopology"}
+              "NRTS": "NodeResourceTopology", "DEVICES": "Device"}
 _VERBS = {"list": ["list"], "watch": ["watch"], "get": ["get"], "create": ["create"], "replace": ["update"],
           "patch": ["patch"], "apply": ["patch"], "delete": ["delete"]}
 
@@ -107,10 +107,10 @@ def code_calls(component: str) -> set[tuple[str, str, str]]:
     for pattern in CODE[component]:
         for path in sorted(SOURCES.glob(pattern)):
             text = Path(path).read_text()
-            for verb, const in re.findall(r"client\.(\w+)\(\s*(PODS|NODES|EVENTS|CONFIGMAPS|LEASES|NRTS)\b", text):
+            for verb, const in re.findall(r"client\.(\w+)\(\s*(PODS|NODES|EVENTS|CONFIGMAPS|LEASES|NRTS|DEVICES)\b", text):
                 for rbac in _VERBS[verb]:
                     found.add((kinds[const].group, kinds[const].plural, rbac))
-            for const in re.findall(r"Reflector\(\s*[\w.]+,\s*(PODS|NODES|EVENTS|CONFIGMAPS|LEASES|NRTS)\b", text):
+            for const in re.findall(r"Reflector\(\s*[\w.]+,\s*(PODS|NODES|EVENTS|CONFIGMAPS|LEASES|NRTS|DEVICES)\b", text):
                 found |= {(kinds[const].group, kinds[const].plural, v) for v in ("list", "watch")}
             if re.search(r"client\.bind\(", text):
                 found.add(("", "pods/binding", "create"))

@@ -10,8 +10,8 @@ from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, Scheduler
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.scheduler.profile_setup import load_profile
-from toposched.topology import CPUSet, Machine
-from toposched.topology.nrt import dump_nrt, nrt_from_machine
+from toposched.topology import CPUSet, Device, DeviceKind, Machine
+from toposched.node_report import node_report
 from toposched.workload import Pod
 
 GI = 2**30
@@ -30,11 +30,10 @@ def node_obj(name, **spec):
 
 
 def nrt_obj(name):
-    nrt = nrt_from_machine(machine(), node_name=name, policy="single-numa-node", scope="container",
-                           reserved_cpus=CPUSet([0, 8]))
-    obj = dump_nrt(nrt)
-    # the kubelet runs the static CPU manager: say so the way the agent does
-    return obj
+    """The node's report as the agent publishes it: the kubelet runs the static CPU manager, CPUs 0 and 8 reserved."""
+    config = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet([0, 8]))
+    return node_report(machine(), config, node_name=name)
 
 
 def pod_obj(name, cpus, *, node="", scheduler="toposched", annotations=None, phase="Pending", uid=None):
@@ -242,10 +241,11 @@ def test_after_a_restart_bound_pods_get_the_device_ids_their_annotations_name(cp
     # process keep, in the next, the GPU ids the agent applied (replayed in another order, the
     # replica alone would hand p1's GPU to p2).
     def gpu_nrt():
-        nrt = nrt_from_machine(machine(), node_name="a", policy="single-numa-node", reserved_cpus=CPUSet([0, 8]),
-                               device_resources={"nvidia.com/gpu": {0: 2, 1: 2}},
-                               extra_attributes={"toposched.io/device-enforcement": "agent"})
-        return dump_nrt(nrt)
+        gpus = [Device(f"0000:{bus:02x}:00.0", DeviceKind.GPU, i // 2, 0x10DE, 0x1EB8, 0x030200)
+                for i, bus in enumerate((0x3B, 0x3C, 0x86, 0x87))]
+        config = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static",
+                               reserved_system_cpus=CPUSet([0, 8]))
+        return node_report(machine().with_devices(gpus), config, node_name="a")
 
     def gpu_pod(name, *, node="", annotations=None):
         obj = pod_obj(name, cpus, node=node, annotations=annotations)
@@ -255,6 +255,7 @@ def test_after_a_restart_bound_pods_get_the_device_ids_their_annotations_name(cp
     def gpu_node():
         obj = node_obj("a")
         obj["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+        obj["metadata"].setdefault("labels", {})["toposched.io/device-enforcement"] = "agent"
         return obj
 
     first = make_sync()

@@ -26,7 +26,8 @@ from toposched.scheduler import Cluster, Placement, Scheduler
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine
-from toposched.topology.nrt import dump_nrt, nrt_from_machine
+from toposched.kubelet.config import KubeletConfig
+from toposched.node_report import node_report
 
 GI = 2**30
 T0 = 1_700_000_000.0
@@ -54,8 +55,10 @@ def node_obj(name, labels=None):
 
 
 def nrt_obj(name):
-    return dump_nrt(nrt_from_machine(machine(), node_name=name, policy="single-numa-node", scope="container",
-                                     reserved_cpus=CPUSet([0, 8])))
+    """The node's report as toposched's agent publishes it (node description included: exact CPU ids)."""
+    config = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet([0, 8]))
+    return node_report(machine(), config, node_name=name)
 
 
 def pod_obj(name, cpus, *, scheduler="toposched", **spec):

@@ -23,7 +23,7 @@ from toposched.cli.cluster_common import (
     settle_heap,
 )
 from toposched.errors import InputError
-from toposched.kube.client import NODES, NRTS, PODS
+from toposched.kube.client import DEVICES, NODES, NRTS, PODS
 from toposched.kube.cluster_sync import ClusterSync
 from toposched.kube.extender.app import create_app
 from toposched.kube.extender.service import ExtenderService
@@ -49,6 +49,9 @@ def extender(
     profile: str = typer.Option(None, "--profile", help="which profile of the file (default: the built-in toposched)"),
     reservation_ttl: float = typer.Option(30.0, "--reservation-ttl",
                                           help="seconds a placement chosen at filter time waits for bind"),
+    koordlet_devices: bool = typer.Option(False, "--koordlet-devices",
+                                          help="read koordlet's Device objects (scheduling.koordinator.sh) as the "
+                                               "device description of nodes whose reports have none"),
     kubeconfig: Path = KUBECONFIG,
     metrics_addr: str = METRICS_ADDR,
     log_format: str = LOG_FORMAT,
@@ -71,6 +74,8 @@ def extender(
         Reflector(client, NRTS, _locked(lock, sync.on_nrt), _locked(lock, sync.relist_nrts)),
         Reflector(client, PODS, _locked(lock, sync.on_pod), _locked(lock, sync.relist_pods)),
     ]
+    if koordlet_devices:
+        reflectors.append(Reflector(client, DEVICES, _locked(lock, sync.on_device), _locked(lock, sync.relist_devices)))
     with serving(metrics_addr, log_format, log_level, ready=lambda: sync.ready) as (metrics, stop):
         sync.on_ready = settle_heap
         sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()

@@ -40,6 +40,9 @@ def scheduler(
                                         help="the Lease's namespace (default: the file's, else this pod's, else kube-system)"),
     lease_name: str = typer.Option(None, "--lease-name", help="the Lease's name (default: the file's, else toposched-scheduler)"),
     identity: str = typer.Option(None, "--identity", envvar="POD_NAME", help="this replica's name (default: host name)"),
+    koordlet_devices: bool = typer.Option(False, "--koordlet-devices",
+                                          help="read koordlet's Device objects (scheduling.koordinator.sh) as the "
+                                               "device description of nodes whose reports have none"),
     kubeconfig: Path = KUBECONFIG,
     metrics_addr: str = METRICS_ADDR,
     log_format: str = LOG_FORMAT,
@@ -65,7 +68,7 @@ def scheduler(
     started: list[StandaloneScheduler] = []
     with serving(metrics_addr, log_format, log_level, ready=lambda: bool(started) and started[0].sync.ready) as (metrics, stop):
         runner = StandaloneScheduler(client, core, scheduler_name=chosen.name, clock=time.time, sleep=time.sleep,
-                                     identity=me, elector=elector, metrics=metrics)
+                                     identity=me, elector=elector, metrics=metrics, koordlet_devices=koordlet_devices)
         started.append(runner)
         runner.sync.on_ready = settle_heap
         runner.sync.on_rejection = lambda reason: metrics.admission_rejections.labels(reason=reason).inc()

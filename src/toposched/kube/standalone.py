@@ -37,7 +37,7 @@ from typing import Any
 
 from toposched.errors import InputError
 from toposched.kube.binding import perform_binding
-from toposched.kube.client import NODES, NRTS, PODS, ApiError, KubeClient, NotFound, WatchEvent
+from toposched.kube.client import DEVICES, NODES, NRTS, PODS, ApiError, KubeClient, NotFound, WatchEvent
 from toposched.kube.cluster_sync import ClusterSync, pod_key
 from toposched.kube.events import EventRecorder, event_time
 from toposched.kube.informer import Reflector
@@ -84,7 +84,8 @@ class StandaloneScheduler:
 
     def __init__(self, client: KubeClient, scheduler: Scheduler, *, scheduler_name: str = "toposched",
                  clock: Callable[[], float], sleep: Callable[[float], None], identity: str,
-                 elector: LeaderElector | None = None, metrics: Metrics | None = None) -> None:
+                 elector: LeaderElector | None = None, metrics: Metrics | None = None,
+                 koordlet_devices: bool = False) -> None:
         self.client = client
         self.metrics = metrics
         self.scheduler = scheduler
@@ -101,6 +102,8 @@ class StandaloneScheduler:
             Reflector(client, NRTS, self._on_nrt, self._on_nrts),
             Reflector(client, PODS, self._on_pod, self._on_pods),
         ]
+        if koordlet_devices:  # koordlet's Device objects describe the devices of count-only nodes
+            self.reflectors.append(Reflector(client, DEVICES, self._on_device, self._on_devices))
         self._lock = threading.RLock()
         self._leading = False
         self._caught_up = elector is None  # a new leader first takes in bindings its watch may not show yet
@@ -129,6 +132,17 @@ class StandaloneScheduler:
     def _on_nrts(self, items: list[dict[str, Any]]) -> None:
         with self._lock:
             self.sync.relist_nrts(items)
+            self.queue.move_all_to_active()
+
+    def _on_device(self, event: WatchEvent) -> None:
+        with self._lock:
+            self.sync.on_device(event)
+            if event.type in ("ADDED", "MODIFIED"):
+                self.queue.move_all_to_active()
+
+    def _on_devices(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.sync.relist_devices(items)
             self.queue.move_all_to_active()
 
     def _on_pod(self, event: WatchEvent) -> None:
