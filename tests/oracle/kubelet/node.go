@@ -39,6 +39,7 @@ type node struct {
 	predicate lifecycle.PodAdmitHandler
 	nodeObj   *v1.Node
 	active    []*v1.Pod
+	admitting *v1.Pod // active too while it is admitted, as in the kubelet's pod manager
 	stateDir  string
 }
 
@@ -80,7 +81,7 @@ func newNode(ctx context.Context, log logr.Logger, c *Case) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device manager: %w", err)
 	}
-	activePods := func() []*v1.Pod { return append([]*v1.Pod(nil), n.active...) }
+	activePods := n.activePods
 	if err := n.dev.Start(log, activePods, readySources{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
 		return nil, fmt.Errorf("device manager start: %w", err)
 	}
@@ -125,6 +126,17 @@ func newNode(ctx context.Context, log logr.Logger, c *Case) (*node, error) {
 	return n, nil
 }
 
+// activePods is the kubelet's GetActivePods: the admitted pods, and the pod under
+// admission (the kubelet adds a pod to its pod manager before admitting it; a refused
+// pod turns terminal, so inactive).
+func (n *node) activePods() []*v1.Pod {
+	pods := append([]*v1.Pod(nil), n.active...)
+	if n.admitting != nil {
+		pods = append(pods, n.admitting)
+	}
+	return pods
+}
+
 // close stops the device manager's server and removes the state files.
 func (n *node) close() {
 	_ = n.dev.Stop(n.log)
@@ -138,13 +150,17 @@ func (n *node) close() {
 // predicate handler (requests against allocatable).
 func (n *node) admit(pod *v1.Pod) Outcome {
 	attrs := &lifecycle.PodAdmitAttributes{Pod: pod, OtherPods: append([]*v1.Pod(nil), n.active...), Operation: lifecycle.AddOperation}
+	n.admitting = pod
+	defer func() { n.admitting = nil }()
 	for _, h := range []lifecycle.PodAdmitHandler{n.tm, n.predicate} {
 		if r := h.Admit(n.ctx, attrs); !r.Admit {
+			n.admitting = nil
 			no := false
 			return Outcome{Admitted: &no, Reason: r.Reason, Message: r.Message, State: n.settle()}
 		}
 	}
 	n.active = append(n.active, pod)
+	n.admitting = nil
 	yes := true
 	out := Outcome{Admitted: &yes, Containers: map[string]ContainerState{}}
 	uid := string(pod.UID)
