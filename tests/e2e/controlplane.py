@@ -237,8 +237,8 @@ class ControlPlane:
 
         Without a kubelet a bound pod deleted gracefully would stay until its grace period ends.
         """
-        with self.admin_http() as http:
-            http.delete(collection, params={"gracePeriodSeconds": 0}).raise_for_status()
+        with self.admin_http() as http:  # thousands of objects take a while
+            http.delete(collection, params={"gracePeriodSeconds": 0}, timeout=600).raise_for_status()
 
     def kubeconfig(self, name: str, token: str) -> Path:
         """A kubeconfig file for this API server with ``token`` as the user."""

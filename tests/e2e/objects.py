@@ -1,8 +1,10 @@
 """Objects the end-to-end tests put into the API server: Nodes, their NodeResourceTopology, pods; and what they check.
 
-The nodes are the kind a kubelet would register (capacity and allocatable in status, no taints);
-their reports are the agent's format for a 2-NUMA, 2-threads-per-core machine with CPUs 0 and
-``cores`` (one core's threads) reserved for the system, under ``single-numa-node``.
+The nodes are the kind a kubelet would register (capacity and allocatable in status, Ready);
+their reports are what the agent publishes (:func:`toposched.node_report.node_report`, node
+description included, so the schedulers place exact CPUs) for a 2-NUMA, 2-threads-per-core
+machine whose kubelet runs the static CPU manager under ``single-numa-node`` with CPUs 0 and
+``numa * cores`` (one core's two threads) reserved.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from toposched.kube.client import NODES, NRTS, PODS, KubeClient
+from toposched.kubelet.config import KubeletConfig
+from toposched.node_report import node_report
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.topology import CPUSet, Machine
-from toposched.topology.nrt import dump_nrt, nrt_from_machine
 
 GI = 2**30
 T = TypeVar("T")
@@ -51,9 +54,10 @@ def register_node(admin: KubeClient, node: dict[str, Any]) -> dict[str, Any]:
 
 
 def nrt_object(name: str, numa: int = 2, cores: int = 4) -> dict[str, Any]:
-    """The node's NodeResourceTopology, CPUs 0 and ``numa * cores`` reserved."""
-    return dump_nrt(nrt_from_machine(machine(numa, cores), node_name=name, policy="single-numa-node",
-                                     scope="container", reserved_cpus=CPUSet([0, numa * cores])))
+    """The NodeResourceTopology the node's agent publishes while no pod runs there."""
+    config = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet([0, numa * cores]))
+    return node_report(machine(numa, cores), config, node_name=name)
 
 
 def add_nodes(admin: KubeClient, names: Iterable[str], numa: int = 2, cores: int = 4) -> None:
@@ -76,6 +80,12 @@ def placement_of(pod: dict[str, Any]) -> dict[str, Any] | None:
     """The pod's ``toposched.io/placement`` annotation, decoded (None without one)."""
     text = (pod["metadata"].get("annotations") or {}).get(PLACEMENT_ANNOTATION)
     return json.loads(text) if text else None
+
+
+def exact_cpus(pod: dict[str, Any]) -> bool:
+    """Whether the pod's placement names CPUs for every container (an exact placement, not a count-only one)."""
+    placement = placement_of(pod)
+    return placement is not None and all(c.get("cpuset") for c in placement["containers"].values())
 
 
 def cpus_owned_twice(pods: Iterable[dict[str, Any]]) -> dict[str, list[int]]:

@@ -16,7 +16,7 @@ import yaml
 
 from tests.e2e.conftest import NAMESPACE, PODS_NAMESPACE
 from tests.e2e.controlplane import REPO, free_port
-from tests.e2e.objects import add_nodes, bound_pods, cpus_owned_twice, placement_of, pod_object, wait_for
+from tests.e2e.objects import add_nodes, bound_pods, cpus_owned_twice, exact_cpus, placement_of, pod_object, wait_for
 from toposched.kube.client import PODS
 
 pytestmark = pytest.mark.controlplane
@@ -55,7 +55,7 @@ def test_kube_scheduler_binds_where_the_extender_placed_with_the_annotation(e2e)
     for pod in bound:
         placement = placement_of(pod)
         assert placement is not None, f"{pod['metadata']['name']} was bound without toposched's placement"
-        assert placement["node"] == pod["spec"]["nodeName"] and len(placement["numaNodes"]) == 1
+        assert placement["node"] == pod["spec"]["nodeName"] and len(placement["numaNodes"]) == 1 and exact_cpus(pod)
     assert cpus_owned_twice(bound) == {}
     assert huge[0]["reason"] == "Unschedulable"
     assert config["leaderElection"]["resourceNamespace"] == NAMESPACE  # the Lease deploy/ lets it hold

@@ -19,7 +19,7 @@ import yaml
 
 from tests.e2e.conftest import NAMESPACE, PODS_NAMESPACE
 from tests.e2e.controlplane import REPO, free_port
-from tests.e2e.objects import add_nodes, bound_pods, cpus_owned_twice, placement_of, pod_object, wait_for
+from tests.e2e.objects import add_nodes, bound_pods, cpus_owned_twice, exact_cpus, placement_of, pod_object, wait_for
 from toposched.kube.client import EVENTS, LEASES, PODS
 from toposched.kube.leader import LeaderElector
 from toposched.kube.standalone import StandaloneScheduler
@@ -70,7 +70,7 @@ def test_binds_with_placement_writes_events_and_marks_what_it_cannot_place(e2e):
     assert not thread.is_alive()
     assert {p["metadata"]["name"] for p in bound} == {f"web-{i}" for i in range(4)}
     for pod in bound:
-        assert placement_of(pod)["node"] == pod["spec"]["nodeName"]
+        assert placement_of(pod)["node"] == pod["spec"]["nodeName"] and exact_cpus(pod)
     assert cpus_owned_twice(bound) == {}
     [condition] = huge
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
@@ -127,6 +127,6 @@ def test_two_replicas_one_killed_mid_burst_bind_every_pod_once_and_no_cpu_twice(
     for pod in bound:
         placement = placement_of(pod)
         assert placement["node"] == pod["spec"]["nodeName"]
-        assert len(placement["numaNodes"]) == 1  # single-numa-node held for every pod
+        assert len(placement["numaNodes"]) == 1 and exact_cpus(pod)  # aligned, exact CPUs
     per_node = {n: sum(1 for p in bound if p["spec"]["nodeName"] == n) for n in nodes}
     assert per_node == {n: 7 for n in nodes}

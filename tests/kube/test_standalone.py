@@ -471,3 +471,51 @@ def test_a_pod_deleted_while_its_binding_is_uncertain_gives_its_reservation_back
     memory.delete(PODS, "p")
     sched.pump()
     assert uid not in sched.scheduler.cluster.pod_node and len(sched.queue) == 0
+
+
+class BindsTogether:
+    """A client whose Bindings each wait until ``together`` of them are in flight at once."""
+
+    def __init__(self, client: MemoryClient, together: int) -> None:
+        self.client = client
+        self.barrier = threading.Barrier(together, timeout=20)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def bind(self, namespace, name, node, *, uid=None, annotations=None):
+        self.barrier.wait()
+        self.client.bind(namespace, name, node, uid=uid, annotations=annotations)
+
+
+def test_run_binds_from_a_pool_while_it_schedules_the_next_pods():
+    """kube-scheduler's binding cycle runs apart from its scheduling cycle; so do ours in run(): here four
+    Bindings can only go through together, which a loop binding one pod at a time would never reach."""
+    store = MemoryClient(clock=time.time)
+    add_nodes(store, "a", "b")
+    names = [f"web-{i}" for i in range(4)]
+    add_pods(store, names)
+    client = BindsTogether(store, together=4)
+    sched = StandaloneScheduler(client, Scheduler(Cluster(), load_profile("toposched")), clock=time.time,
+                                sleep=lambda seconds: time.sleep(min(seconds, 0.05)), identity="r1", bind_workers=4)
+    stop = threading.Event()
+    thread = threading.Thread(target=sched.run, args=(stop,), kwargs={"poll": 0.05, "watch_timeout": 0.2})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not all(pods(store)[n]["spec"].get("nodeName") for n in names):
+            if time.monotonic() > deadline or not thread.is_alive():
+                pytest.fail("the scheduler did not bind the pods")
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive() and not client.barrier.broken
+    assert_no_cpu_twice(store)
+    assert {e["involvedObject"]["name"] for e in store.list(EVENTS).items if e["reason"] == "Scheduled"} == set(names)
+
+
+def test_bind_workers_must_be_positive():
+    with pytest.raises(ValueError):
+        StandaloneScheduler(MemoryClient(), Scheduler(Cluster(), load_profile("toposched")), clock=time.time,
+                            sleep=time.sleep, identity="r1", bind_workers=0)

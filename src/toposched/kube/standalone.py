@@ -21,6 +21,12 @@ It schedules the pods whose ``spec.schedulerName`` is ours, the way kube-schedul
    that read fails, the reservation is kept and the pod is read again before any further
    attempt, so a pod that got a Binding never gets a second one.
 
+:meth:`StandaloneScheduler.run` binds the way kube-scheduler's binding cycle does: the decision
+(and its reservation) is made in the loop, one pod at a time, and the Binding and its Event go
+to a pool of ``bind_workers`` threads, so the next pod is scheduled while earlier ones are being
+bound; at most ``bind_workers`` bindings are in flight. :meth:`StandaloneScheduler.step` does
+one pod from start to end (tests, or a loop without threads).
+
 With an elector, only the holder of the Lease schedules. A replica that becomes the leader first
 lists the pods and takes in every binding its watch has not shown yet, so the pods the previous
 leader bound just before it stopped are in the ledger before the new leader places anything.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +59,17 @@ __all__ = ["StandaloneScheduler", "StepResult"]
 log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """A decision whose Binding is still to be sent: the pod (uid, object, key), its node and the requests."""
+
+    uid: str
+    obj: dict[str, Any]
+    key: str
+    node: str
+    requests: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -79,15 +97,19 @@ class StandaloneScheduler:
     ``clock`` gives seconds since the epoch (Event and Lease times, the queue's backoff, report
     ages); ``sleep(seconds)`` is how :meth:`run` waits while it is not the leader or not synced.
     ``identity`` names this replica (Events' ``reportingInstance``; the elector's identity).
-    ``metrics``, when given, counts every attempt by result and times it.
+    ``metrics``, when given, counts every attempt by result and times it. ``bind_workers`` is how
+    many Bindings :meth:`run` may have in flight at once.
     """
 
     def __init__(self, client: KubeClient, scheduler: Scheduler, *, scheduler_name: str = "toposched",
                  clock: Callable[[], float], sleep: Callable[[float], None], identity: str,
-                 elector: LeaderElector | None = None, metrics: Metrics | None = None,
+                 elector: LeaderElector | None = None, metrics: Metrics | None = None, bind_workers: int = 8,
                  koordlet_devices: bool = False) -> None:
+        if bind_workers < 1:
+            raise ValueError("bind_workers must be at least 1")
         self.client = client
         self.metrics = metrics
+        self.bind_workers = bind_workers
         self.scheduler = scheduler
         self.scheduler_name = scheduler_name
         self.clock = clock
@@ -239,10 +261,18 @@ class StandaloneScheduler:
             return self.leading and self.sync.ready
 
     def step(self, timeout: float = 0.0) -> StepResult | None:
-        """Schedule at most one pod (waiting up to ``timeout`` seconds for one); None when nothing was tried.
+        """Schedule and bind at most one pod (waiting up to ``timeout`` seconds for one); None when nothing was tried.
 
         Nothing is tried while this replica is not the leader or the cluster has not been listed in full.
         """
+        started = self.clock()
+        decided = self._decide(timeout)
+        if decided is None:
+            return None
+        return self._finish(self._bind(decided) if isinstance(decided, _Binding) else decided, started)
+
+    def _decide(self, timeout: float) -> StepResult | _Binding | None:
+        """Pop one pod and decide it: a final result, a Binding still to send, or None when nothing was tried."""
         if not self._lead():
             return None
         with self._lock:
@@ -252,8 +282,10 @@ class StandaloneScheduler:
         entry = self.queue.pop(timeout)
         if entry is None:
             return None
-        started = self.clock()
-        result = self._attempt(entry.uid, entry.pod)
+        return self._attempt(entry.uid, entry.pod)
+
+    def _finish(self, result: StepResult, started: float) -> StepResult:
+        """Count, time and log one attempt that has ended."""
         if self.metrics is not None:
             self.metrics.scheduling_duration.observe(max(0.0, self.clock() - started))
             self.metrics.scheduling_attempts.labels(result=_RESULT_LABEL.get(result.outcome, "error")).inc()
@@ -261,9 +293,11 @@ class StandaloneScheduler:
                  f": {result.message}" if result.message and result.outcome != "scheduled" else "")
         return result
 
-    def _attempt(self, uid: str, obj: dict[str, Any]) -> StepResult:
+    def _attempt(self, uid: str, obj: dict[str, Any]) -> StepResult | _Binding:
         key = pod_key(obj)
-        if uid in self._uncertain:
+        with self._lock:
+            uncertain = uid in self._uncertain
+        if uncertain:
             settled = self._settle(uid, obj, key)
             if settled is not None:
                 return settled
@@ -291,7 +325,7 @@ class StandaloneScheduler:
             self._unschedulable(obj, message)
             self.queue.done(uid, Outcome.UNSCHEDULABLE)
             return StepResult(key, "unschedulable", message=message)
-        return self._bind(uid, obj, key, node, requests)
+        return _Binding(uid, obj, key, node, requests)
 
     def _unschedulable(self, obj: dict[str, Any], message: str) -> None:
         """Tell why the pod cannot be placed: a ``FailedScheduling`` Event and ``PodScheduled=False``.
@@ -314,18 +348,21 @@ class StandaloneScheduler:
         except ApiError as err:
             log.warning("cannot set PodScheduled=False on pod %s: %s", pod_key(obj), err)
 
-    def _bind(self, uid: str, obj: dict[str, Any], key: str, node: str, requests: list[dict[str, Any]]) -> StepResult:
+    def _bind(self, binding: _Binding) -> StepResult:
+        """Send the Binding of a decision and settle its reservation by the answer."""
+        uid, obj, key, node = binding.uid, binding.obj, binding.key, binding.node
         if not self.leading:  # the lease ran out while we were choosing
             self._release(uid, node, Outcome.ERROR)
             return StepResult(key, "error", node, "no longer the leader")
         try:
-            perform_binding(self.client, requests)
+            perform_binding(self.client, binding.requests)
         except NotFound as err:
             self._release(uid, node, Outcome.DONE)
             return StepResult(key, "gone", node, err.message)
         except ApiError as err:  # 409 (bound elsewhere, or a new pod of that name), 5xx, ...
             log.warning("binding pod %s to %s failed: %s; reading the pod back", key, node, err)
-            self._uncertain[uid] = node
+            with self._lock:
+                self._uncertain[uid] = node
             settled = self._settle(uid, obj, key)
             if settled is not None:
                 return settled
@@ -339,7 +376,8 @@ class StandaloneScheduler:
         Bound to the node we asked for: the Binding went through. Bound elsewhere or gone: dropped.
         Unreadable: the reservation stays and the pod backs off, still uncertain.
         """
-        node = self._uncertain[uid]
+        with self._lock:
+            node = self._uncertain[uid]
         meta = obj.get("metadata") or {}
         try:
             current = self.client.get(PODS, meta.get("name", ""), namespace=meta.get("namespace") or "default")
@@ -349,7 +387,8 @@ class StandaloneScheduler:
             log.warning("cannot read pod %s back: %s; keeping its reservation on %s", key, err, node)
             self.queue.done(uid, Outcome.ERROR)
             return StepResult(key, "error", node, f"binding state unknown: {err.message}")
-        del self._uncertain[uid]
+        with self._lock:
+            self._uncertain.pop(uid, None)
         if current is None or pod_uid(current) != uid:
             self._release(uid, node, Outcome.DONE)
             return StepResult(key, "gone", node)
@@ -389,8 +428,18 @@ class StandaloneScheduler:
 
     # ---- the loop -----------------------------------------------------------------------------------
 
+    def _bind_in_background(self, binding: _Binding, started: float, slot: threading.BoundedSemaphore) -> None:
+        """One Binding in a pool thread; frees its slot however it ends."""
+        try:
+            self._finish(self._bind(binding), started)
+        except Exception:  # a bug must not kill the pool thread silently
+            log.exception("binding pod %s failed unexpectedly", binding.key)
+        finally:
+            slot.release()
+
     def run(self, stop: threading.Event, *, poll: float = 0.5, watch_timeout: float = 30.0) -> None:
-        """Run the reflectors in threads and schedule until ``stop`` is set; then give the lease up.
+        """Run the reflectors in threads and schedule until ``stop`` is set; then finish the Bindings in
+        flight and give the lease up.
 
         ``poll`` bounds how long one wait for a pod lasts, hence how soon a stop is noticed;
         ``watch_timeout`` how long one watch stream lasts (a reflector notices a stop between streams).
@@ -399,11 +448,22 @@ class StandaloneScheduler:
                                     name=f"reflector-{r.kind.plural}", daemon=True) for r in self.reflectors]
         for thread in threads:
             thread.start()
+        binders = ThreadPoolExecutor(self.bind_workers, thread_name_prefix="bind")
+        slots = threading.BoundedSemaphore(self.bind_workers)
         try:
             while not stop.is_set():
-                if self.step(timeout=poll) is None and not self._schedulable():
-                    self.sleep(min(poll, self.elector.retry_period) if self.elector else poll)
+                started = self.clock()
+                decided = self._decide(poll)
+                if decided is None:
+                    if not self._schedulable():
+                        self.sleep(min(poll, self.elector.retry_period) if self.elector else poll)
+                elif isinstance(decided, _Binding):
+                    slots.acquire()
+                    binders.submit(self._bind_in_background, decided, started, slots)
+                else:
+                    self._finish(decided, started)
         finally:
+            binders.shutdown(wait=True)
             self.queue.close()
             if self.elector is not None:
                 self.elector.release()
