@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from tests.deploy.test_deploy_crd import schema
+from tests.fixtures.big_machines import big_gpu_server
 from toposched.errors import InputError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeDescription
@@ -130,30 +131,6 @@ def test_the_real_machines_are_there_in_ci():
     if not TOPOLOGIES.exists():
         pytest.skip(f"real data not available: {TOPOLOGIES}")
     assert len(REAL) >= 20
-
-
-def big_gpu_server() -> Machine:
-    """2 sockets x 96 cores x 2 threads (384 CPUs), 8 NUMA nodes, 16 GPUs and 8 NICs under 8 PCIe switches."""
-    rows = []
-    for socket in range(2):
-        for core in range(96):
-            numa = socket * 4 + core // 24
-            first = socket * 96 + core
-            for thread in range(2):
-                rows.append({"cpu": first + thread * 192, "core": first, "socket": socket, "numa": numa})
-    machine = Machine.from_cpu_table(rows, memory_per_numa=96 * GiB,
-                                     distances={a: {b: 10 if a == b else (12 if a // 4 == b // 4 else 32)
-                                                    for b in range(8)} for a in range(8)})
-    devices = []
-    for switch in range(8):
-        bus = 0x10 + switch * 0x10
-        path = (f"pci0000:{bus:02x}", f"0000:{bus:02x}:01.0", f"0000:{bus + 1:02x}:00.0", f"0000:{bus + 2:02x}:00.0")
-        for k in range(2):
-            devices.append(Device(f"0000:{bus + 3 + k:02x}:00.0", DeviceKind.GPU, switch, 0x10DE, 0x2330, 0x030200,
-                                  path, memory_bytes=80 * GiB, attributes={"device_name": "H100 SXM5 80GB"}))
-        devices.append(Device(f"0000:{bus + 5:02x}:00.0", DeviceKind.INFINIBAND, switch, 0x15B3, 0x1021, 0x020700,
-                              path, name=f"mlx5_{switch}"))
-    return machine.with_devices(devices)
 
 
 def test_a_384_thread_report_with_16_gpus_and_8_nics_is_compact_and_exact():

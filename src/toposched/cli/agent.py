@@ -28,6 +28,10 @@ def agent(
                                  help="--no-publish when node-feature-discovery publishes the NRTs"),
     enforce: bool = typer.Option(True, "--enforce/--no-enforce", help="write placements' cpusets into cgroups"),
     dry_run: bool = typer.Option(False, "--dry-run", help="one round that prints what it would write, and exit"),
+    podresources_socket: str = typer.Option(
+        "/var/lib/kubelet/pod-resources/kubelet.sock", "--podresources-socket",
+        help="the kubelet's podresources gRPC socket (devices and who holds them); '' to describe devices "
+             "from sysfs and the device-resource map instead"),
     kubeconfig: Path = KUBECONFIG,
     metrics_addr: str = METRICS_ADDR,
     log_format: str = LOG_FORMAT,
@@ -38,7 +42,8 @@ def agent(
         client = connect(kubeconfig, FIELD_MANAGER)
         node_agent = Agent(client, node_name, sysfs_root=sysfs_root, kubelet_dir=kubelet_dir,
                            kubelet_config=kubelet_config, cgroup_root=cgroup_root, clock=time.monotonic,
-                           interval=interval, period=period, dry_run=dry_run, publish=publish, enforce=enforce)
+                           interval=interval, period=period, dry_run=dry_run, publish=publish, enforce=enforce,
+                           podresources_socket=podresources_socket or None)
     except InputError as err:
         fail("agent", err)
     if dry_run:
