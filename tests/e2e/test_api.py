@@ -1,6 +1,6 @@
 """What the real API server does to toposched's requests: RBAC as deploy/ ships it, the Binding, pod status, the CRD.
 
-Each claim here is one the fake API server (``toposched.kube.fake_server``) cannot test: it
+Each claim here is one the fake API server (``tests/kube/fake_server.py``) cannot test: it
 has no authorization (a missing permission is a 403 only here), no CRD schema (a malformed
 report is a 422 only here, and unknown fields are pruned only here), and copies of Binding
 annotations and strategic merge patches of pod status only as toposched itself believed them

@@ -26,7 +26,7 @@ def memory_client() -> MemoryClient:
 @pytest.fixture
 def fake_server() -> Iterator["FakeApiServer"]:  # noqa: F821 - imported lazily below
     """A running :class:`FakeApiServer` over an empty store (``fake_server.store``); stopped after the test."""
-    from toposched.kube.fake_server import FakeApiServer
+    from tests.kube.fake_server import FakeApiServer
 
     store = MemoryClient(clock=lambda: FIXED_NOW)
     with FakeApiServer(store) as server:

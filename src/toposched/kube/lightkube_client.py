@@ -121,7 +121,7 @@ class LightkubeClient:
     @classmethod
     def from_url(cls, url: str, *, namespace: str = "default", field_manager: str = DEFAULT_FIELD_MANAGER,
                  timeout: float = 10.0) -> LightkubeClient:
-        """A client for an unauthenticated API server at ``url`` (e.g. :class:`FakeApiServer`)."""
+        """A client for an unauthenticated API server at ``url`` (e.g. the tests' fake API server)."""
         # Plain HTTP needs no certificate bundle; not loading one saves ~0.3 s per client.
         cluster = Cluster(server=url, insecure=url.startswith("http://"))
         config = lightkube.KubeConfig.from_one(cluster=cluster, user=User(), namespace=namespace)

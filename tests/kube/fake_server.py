@@ -1,4 +1,4 @@
-"""A fake Kubernetes API server: a :class:`MemoryClient` served over real HTTP in the API server's wire format.
+"""A fake Kubernetes API server for the unit tests: a :class:`MemoryClient` served over real HTTP in the API server's wire format.
 
 It exists so the real client library (lightkube) can be tested end to end without a cluster:
 REST paths per :class:`Kind`, List objects with ``metadata.resourceVersion``, chunked watch
