@@ -6,7 +6,8 @@ CPU go into the real kube-apiserver (tests/kubernetes-version, built by scripts/
 and each scheduler, started once the pods exist, binds them all; nothing runs the pods (no
 kubelet), binding is the end. Per scheduler: seconds from its start until every pod is bound,
 pods/s over that time, seconds until its first bind (start-up: listing the cluster), pods/s
-from the first bind to the last, and its peak RSS (VmHWM). ``ratio`` is toposched's pods/s over
+from the first bind to the last, its peak RSS (VmHWM) and CPU time, and the CPU time
+kube-apiserver and etcd spent meanwhile (on a 2-core machine the three share the cores). ``ratio`` is toposched's pods/s over
 kube-scheduler's.
 
     python benchmarks/e2e.py --nodes 5000 --pods 10000 --json OUT.json
@@ -105,6 +106,12 @@ class BindWatch:
                 self.changed.wait(1.0)
 
 
+def cpu_seconds(process: Process) -> float:
+    """CPU time (user + system) the process has used so far, in seconds."""
+    fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mib(process: Process) -> float:
     """The process's peak resident memory (VmHWM), in MiB."""
     for line in Path(f"/proc/{process.popen.pid}/status").read_text().splitlines():
@@ -121,12 +128,15 @@ def run_one(plane: ControlPlane, admin: LightkubeClient, name: str, pods: int, s
         f"pod-{i:05d}", 1, namespace=BENCH_NAMESPACE, scheduler=scheduler_name)), pods)
     print(f"{name}: {pods} pending pods created in {created:.1f} s", file=sys.stderr)
     watch = BindWatch(admin)
+    servers = {"kube-apiserver": plane.apiserver, "etcd": plane.etcd}
+    servers_before = {k: cpu_seconds(p) for k, p in servers.items()}
     t0 = time.monotonic()
     process = start()
     try:
         watch.wait(pods, timeout, process)
         t_end = time.monotonic()
-        rss = peak_rss_mib(process)
+        rss, cpu = peak_rss_mib(process), cpu_seconds(process)
+        servers_cpu = {k: cpu_seconds(p) - servers_before[k] for k, p in servers.items()}
     finally:
         process.stop()
         watch.stop.set()
@@ -139,6 +149,8 @@ def run_one(plane: ControlPlane, admin: LightkubeClient, name: str, pods: int, s
         "startup_seconds": round(first - t0, 2),
         "pods_per_second_after_first_bind": round(pods / max(t_end - first, 1e-9), 1),
         "peak_rss_mib": round(rss, 1),
+        "cpu_seconds": round(cpu, 1),
+        **{f"{k}_cpu_seconds": round(v, 1) for k, v in servers_cpu.items()},
     }
     if name == "toposched":
         figures["cpus_owned_twice"] = sum(len(v) for v in cpus_owned_twice(listed).values())
