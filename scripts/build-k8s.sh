@@ -48,9 +48,9 @@ started=$SECONDS
   stamp="$stamp -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
   stamp="$stamp -X k8s.io/client-go/pkg/version.gitVersion=$version"
   export CGO_ENABLED=0
-  go build -trimpath "-ldflags=-s -w $stamp" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  go build -trimpath "-ldflags=-s -w $stamp" -o "$tmp/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
-  go build -trimpath "-ldflags=-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+  go build -trimpath -buildvcs=false "-ldflags=-s -w $stamp" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  go build -trimpath -buildvcs=false "-ldflags=-s -w $stamp" -o "$tmp/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+  go build -trimpath -buildvcs=false "-ldflags=-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 )
 for name in "${binaries[@]}"; do mv -f "$tmp/$name" "$bin/$name"; done
 echo "build-k8s.sh: built in $((SECONDS - started)) s" >&2
