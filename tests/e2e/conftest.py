@@ -16,13 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.controlplane import BuildUnavailable, ControlPlane, build_binaries
+from tests.e2e.controlplane import KUBERNETES_VERSION, BuildUnavailable, ControlPlane, build_binaries
 from tests.e2e.deploy import NAMESPACE, NAMESPACES, PODS_NAMESPACE, apply_deploy
 from toposched.cli.cluster_common import connect
 from toposched.kube.client import EVENTS, LEASES, NODES, NRTS, PODS
 from toposched.kube.lightkube_client import LightkubeClient
 
 __all__ = ["NAMESPACE", "PODS_NAMESPACE", "E2E"]
+
+#: Where the session's control plane came from, for the summary line (None: it did not start).
+_STARTED: dict[str, str] = {}
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line naming the Kubernetes version the control-plane tests ran against, and how they ended."""
+    counts = {outcome: sum(1 for r in terminalreporter.stats.get(outcome, [])
+                           if getattr(r, "when", "call") in ("call", "setup") and "tests/e2e/" in r.nodeid)
+              for outcome in ("passed", "failed", "error", "skipped")}
+    if not any(counts.values()):
+        return
+    where = f"binaries in {_STARTED['bin']}" if _STARTED else "not started"
+    terminalreporter.write_line(
+        f"control plane: Kubernetes {KUBERNETES_VERSION} ({where}): " + ", ".join(f"{n} {k}" for k, n in counts.items()))
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +48,7 @@ def control_plane(tmp_path_factory) -> Iterator[ControlPlane]:
     except BuildUnavailable as err:
         pytest.skip(f"no control plane: {err}")
     plane = ControlPlane(bin_dir, tmp_path_factory.mktemp("controlplane"))
+    _STARTED["bin"] = str(bin_dir)
     try:
         plane.start()
         admin = connect(plane.admin_kubeconfig(), "e2e-setup")
