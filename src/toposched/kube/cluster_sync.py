@@ -315,7 +315,7 @@ class ClusterSync:
         self.invalid.pop(key, None)
         bound = self._bound.pop(key, None)
         if bound is not None:
-            self.cluster.forget(bound[0])
+            self.cluster.forget(bound[0], self.clock())
 
     def _notify(self, kind: str, event_type: str, name: str) -> None:
         for listener in self.listeners:

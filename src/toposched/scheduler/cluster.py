@@ -63,6 +63,14 @@ class PodEntry:
     extras: dict[str, Any] = field(default_factory=dict)  # what plugins reserved beyond the replica (GPU shares)
 
 
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """A pod that left its node while the node's last report still counts it: what it held per zone, and when."""
+
+    usage: Mapping[int, Mapping[str, int]]
+    since: float | None  # None: it left at an unknown time (counted from the next report)
+
+
 @dataclass
 class NodeRecord:
     """Everything known about one node."""
@@ -81,6 +89,7 @@ class NodeRecord:
     replica_key: str = ""  # the report text the replica was built from; a different one rebuilds it
     degraded: str = ""  # why a report's description could not be used (the node is count-only then)
     external_devices: tuple[DescribedDevice, ...] = ()  # another agent's description of the devices (koordlet)
+    departed: dict[str, Departure] = field(default_factory=dict)  # pods gone that the last report still counts
 
     @property
     def count_only(self) -> bool:
@@ -279,6 +288,13 @@ class Cluster:
         for entry in record.pods.values():
             if not entry.assumed and now - entry.since >= self.reflect_timeout:
                 entry.reflected = True
+        if record.departed:
+            if fingerprint is not None and fingerprint == self.pods_fingerprint(record.name):
+                record.departed.clear()  # the report counts exactly the pods still here
+            else:
+                record.departed = {uid: d if d.since is not None else Departure(d.usage, now)
+                                   for uid, d in record.departed.items()
+                                   if d.since is None or now - d.since < self.reflect_timeout}
         allocations = nrt.attributes.get(ALLOCATIONS_ATTRIBUTE)
         if allocations is not None and record.replica_source == SOURCE_DESCRIPTION:
             try:
@@ -428,6 +444,7 @@ class Cluster:
         record = self.nodes.get(name)
         if record is not None:
             record.nrt, record.report_time = None, None
+            record.departed.clear()
             self._changed(name)
 
     def mark_broken(self, name: str, reason: str) -> None:
@@ -486,14 +503,23 @@ class Cluster:
             entry = self.nodes[node].pods[uid]
             entry.assumed, entry.since = False, now
 
-    def forget(self, pod: Pod | str) -> None:
-        """Unreserve or delete: the pod leaves its node; its node returns to the exact prior state."""
+    def forget(self, pod: Pod | str, now: float | None = None) -> None:
+        """Unreserve or delete: the pod leaves its node; its node returns to the exact prior state.
+
+        A pod the node's last report counted (reflected) is remembered as a *departure* until a
+        report shows it gone (the pods fingerprint matches, or the report is ``reflect_timeout``
+        newer than ``now``, the departure's time; without ``now``, newer than the next report):
+        until then the zones it left are credited with what it held, so the capacity it frees is
+        offered at once instead of after the next report.
+        """
         uid = pod if isinstance(pod, str) else _uid(pod)
         node = self.pod_node.pop(uid, None)
         if node is None:
             return
         record = self.nodes[node]
         entry = record.pods.pop(uid)
+        if entry.reflected and entry.usage and record.nrt is not None:
+            record.departed[uid] = Departure(entry.usage, now)
         if record.model is not None:
             if entry.assumed:
                 record.model.unadmit(uid)  # never reached the kubelet: as if it had never been admitted
@@ -616,26 +642,20 @@ class Cluster:
             return available
         reported = {n: {k: r.available for k, r in res.items()} for n, res in numa_zone_resources(record.nrt).items()}
         pending = self._unreflected_usage(record)
+        credited = _summed(d.usage for d in record.departed.values())
         for numa_id, resources in available.items():
             report = reported.get(numa_id)
             if report is None:
                 continue
             for name, value in resources.items():
                 if name in report:
-                    resources[name] = max(0, min(value, report[name] - pending.get(numa_id, {}).get(name, 0)))
+                    seen = report[name] - pending.get(numa_id, {}).get(name, 0) + credited.get(numa_id, {}).get(name, 0)
+                    resources[name] = max(0, min(value, seen))
         return available
 
     def _unreflected_usage(self, record: NodeRecord) -> dict[int, dict[str, int]]:
         """What placements the last report does not show yet take from each zone."""
-        usage: dict[int, dict[str, int]] = {}
-        for entry in record.pods.values():
-            if entry.reflected:
-                continue
-            for numa_id, resources in entry.usage.items():
-                zone = usage.setdefault(numa_id, {})
-                for name, value in resources.items():
-                    zone[name] = zone.get(name, 0) + value
-        return usage
+        return _summed(entry.usage for entry in record.pods.values() if not entry.reflected)
 
 
 def _taken(before: Mapping[int, Mapping[str, int]], after: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
@@ -725,3 +745,14 @@ def _device_state_with(model: KubeletNode, moved: Mapping[str, Mapping[str, Cont
                     return None
                 seen |= ids
     return DeviceManagerState(state.numa_nodes, state.devices, state.healthy, allocations, state.reusable)
+
+
+def _summed(usages: Iterable[Mapping[int, Mapping[str, int]]]) -> dict[int, dict[str, int]]:
+    """Per zone and resource, the sum of the given per-zone usages."""
+    out: dict[int, dict[str, int]] = {}
+    for usage in usages:
+        for numa_id, resources in usage.items():
+            zone = out.setdefault(numa_id, {})
+            for name, value in resources.items():
+                zone[name] = zone.get(name, 0) + value
+    return out

@@ -245,7 +245,7 @@ class _Run:
         truth.release(uid)
         self.used.subtract(instance.pod.effective_requests())
         self.unreported.add(instance.node)
-        self.scheduler.cluster.forget(instance.pod)
+        self.scheduler.cluster.forget(instance.pod, self.now)
         self.result.finished += 1
         self.changed = True
         if self.config.report_on_events and self.reports:
