@@ -34,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import write_json  # noqa: E402
@@ -157,10 +159,18 @@ def run_one(plane: ControlPlane, admin: LightkubeClient, name: str, pods: int, s
         figures["pods_without_placement"] = sum(
             1 for p in listed if "toposched.io/placement" not in (p["metadata"].get("annotations") or {}))
     print(f"{name}: {json.dumps(figures)}", file=sys.stderr)
-    plane.delete_all(PODS.path(BENCH_NAMESPACE))
-    while admin.list(PODS, namespace=BENCH_NAMESPACE).items:
-        time.sleep(0.5)
     return figures
+
+
+def clear_pods(plane: ControlPlane, admin: KubeClient) -> None:
+    """Delete the benchmark's pods and wait until they are gone (a 504 only means the server is still at it)."""
+    try:
+        plane.delete_all(PODS.path(BENCH_NAMESPACE))
+    except httpx.HTTPStatusError as err:
+        if err.response.status_code != 504:
+            raise
+    while admin.list(PODS, namespace=BENCH_NAMESPACE).items:
+        time.sleep(2)
 
 
 def main() -> None:
@@ -204,6 +214,8 @@ def main() -> None:
         results: dict[str, Any] = {}
         for name, start in starters.items():
             if args.only in (None, name):
+                if results:
+                    clear_pods(plane, admin)
                 results[name] = run_one(plane, admin, name, args.pods, start, args.timeout)
     finally:
         plane.stop()
