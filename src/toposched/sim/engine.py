@@ -98,7 +98,11 @@ class RunResult:
     running_end: int = 0
     pending_end: int = 0
     started: list[RunningPod] = field(default_factory=list)
-    waits: list[float] = field(default_factory=list)  # per started pod: seconds since its workload pod arrived
+    # Per workload pod that started: seconds since it arrived; per pod given up or still waiting at
+    # the end: seconds until then (censored: a lower bound of its wait), counted the same for every scheduler.
+    waits: list[float] = field(default_factory=list)
+    censored: int = 0  # how many of ``waits`` are censored
+    gpu_waits: dict[int, list[float]] = field(default_factory=dict)  # whole GPUs asked -> those pods' waits
     samples: list[dict[str, Any]] = field(default_factory=list)
     scheduler_seconds: float | None = None
     end_time: float = 0.0
@@ -210,6 +214,12 @@ class _Run:
         r.running_end = len(self.running)
         # Replacements still in their backoff when a horizon stops the run wait too.
         r.pending_end = sum(len(q) for q in self.waiting.values()) + sum(1 for e in self.events if e[1] == _RETRY)
+        for line in self.waiting.values():
+            for waiting in line:
+                self._waited(waiting, self.now, censored=True)
+        for event in self.events:
+            if event[1] == _RETRY:
+                self._waited(event[3], self.now, censored=True)
         r.scheduler_seconds = self.elapsed if self.sim.timer is not None else None
         return r
 
@@ -307,17 +317,27 @@ class _Run:
         self.running[pod.uid or pod.key] = instance
         self.result.scheduled += 1
         self.result.started.append(outcome.running)
-        self.result.waits.append(self.now - instance.source.arrival)
+        self._waited(instance, self.now)
         if instance.source.duration is not None:
             self.push(self.now + instance.source.duration, _DEPART, instance)
         if self.config.report_on_events and self.reports:
             self._publish([truth])
         return True
 
+    def _waited(self, instance: _Instance, until: float, *, censored: bool = False) -> None:
+        """Record how long a workload pod waited: until it started, or (censored) until it was given up or the run ended."""
+        wait = until - instance.source.arrival
+        self.result.waits.append(wait)
+        self.result.censored += censored
+        gpus = instance.source.pod.effective_requests().get("nvidia.com/gpu", 0)
+        if gpus:
+            self.result.gpu_waits.setdefault(gpus, []).append(wait)
+
     def _recreate(self, instance: _Instance) -> None:
         limit = self.config.max_recreations
         if instance.source.owner is None or (limit is not None and instance.attempt >= limit):
             self.result.abandoned += 1
+            self._waited(instance, self.now, censored=True)
             return
         attempt = instance.attempt + 1
         base = instance.source.pod

@@ -93,6 +93,8 @@ def run_metrics(result: RunResult) -> dict[str, Any]:
         "smt_shared_pods": sum(1 for r in started if r.shares_core),
         "wait_mean": _round(sum(waits) / len(waits)) if waits else None,
         "wait_p95": _round(waits[math.ceil(0.95 * len(waits)) - 1]) if waits else None,
+        "waits_censored": result.censored,
+        "wait_mean_by_gpus": {str(g): _round(sum(w) / len(w)) for g, w in sorted(result.gpu_waits.items())},
         "numa_spread": {str(k): numa_spread[k] for k in sorted(numa_spread)},
         "decisions": result.decisions,
         "scheduler_seconds": _round(seconds),
