@@ -1,0 +1,106 @@
+"""ScarcityScore: pods that fit anywhere stay off the capacity only some nodes have for the demanding pods."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import toposched
+from toposched.errors import InputError
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.framework import registry
+from toposched.scheduler.profile_setup import load_profile
+from toposched.topology import CPUSet, Machine, NUMANode
+from toposched.workload import Container, Pod
+
+GiB = 1 << 30
+CONFIG = KubeletConfig(topology_manager_policy="single-numa-node", cpu_manager_policy="static")
+
+
+def machine(numa: int, cores: int, hugepages_1g: int = 0) -> Machine:
+    rows = [{"cpu": c, "core": c, "socket": 0, "numa": c // cores} for c in range(numa * cores)]
+    base = Machine.from_cpu_table(rows)
+    return Machine(base.cpus, tuple(NUMANode(n.id, n.cpus, 64 * GiB, {GiB: hugepages_1g} if hugepages_1g else {})
+                                    for n in base.numa_nodes))
+
+
+def cluster() -> Cluster:
+    """One bare-metal node (2 x 16 CPUs, 1 GiB hugepages) and one VM (2 x 8 CPUs, no hugepages)."""
+    c = Cluster()
+    c.set_node(NodeSpec("metal", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB, "pods": 110}),
+               machine=machine(2, 16, 8), kubelet_config=CONFIG)
+    c.set_node(NodeSpec("vm", allocatable={"cpu": 16000, "memory": 128 * GiB, "pods": 110}),
+               machine=machine(2, 8), kubelet_config=CONFIG)
+    return c
+
+
+def latency(name: str, cpus: int = 12, hugepages: int = 2) -> Pod:
+    limits = {"cpu": cpus * 1000, "memory": 8 * GiB, "hugepages-1Gi": hugepages * GiB}
+    return Pod(name, uid=name, containers=(Container("c", requests=limits, limits=limits),), scheduler_name="toposched")
+
+
+def burstable(name: str, millis: int = 1500) -> Pod:
+    return Pod(name, uid=name, containers=(Container("c", requests={"cpu": millis, "memory": GiB}),),
+               scheduler_name="toposched")
+
+
+def without_scarcity(tmp_path) -> Path:
+    """The built-in toposched profile with ScarcityScore taken out of scoring."""
+    text = (Path(toposched.__file__).parent / "data" / "profiles" / "toposched.yaml").read_text()
+    path = tmp_path / "plain.yaml"
+    path.write_text(text.replace("      - name: ScarcityScore\n        weight: 2\n", ""))
+    return path
+
+
+def test_burstable_pods_go_where_the_demanding_pods_cannot(tmp_path):
+    sched = Scheduler(cluster(), load_profile("toposched"))
+    assert sched.schedule(latency("l0"), now=0).node == "metal"  # only metal can take it: the target is learned
+    sched.bound(latency("l0"), now=0)
+    plain = Scheduler(cluster(), load_profile("toposched", without_scarcity(tmp_path)))
+    assert "ScarcityScore" not in [p.name for p, _ in plain.profile.scores]
+    plain.schedule(latency("l0"), now=0)
+    plain.bound(latency("l0"), now=0)
+    # Packing alone sends a Burstable pod to the busier node (metal); the learned demand keeps it on the VM.
+    # (metal would keep no room for another 12-CPU pod: its free CPUs, not its zones, would run out).
+    assert plain.schedule(burstable("b0", 10000), now=1).node == "metal"
+    assert sched.schedule(burstable("b0", 10000), now=1).node == "vm"
+
+
+def test_no_opinion_before_anything_is_learned_or_for_device_pods():
+    plugin = registry.create("ScarcityScore", {})
+    sched = Scheduler(cluster(), load_profile("toposched"))
+    sched.table.refresh()
+    rows = np.arange(sched.table.size)
+    from toposched.scheduler.framework import CycleState
+
+    assert plugin.score_all(CycleState(), burstable("b"), sched.table, rows).tolist() == [0, 0]
+    plugin.reserve(CycleState(), latency("l"), sched.cluster.nodes["metal"])
+    gpu = Pod("g", uid="g", containers=(Container("c", requests={"cpu": 1000, "memory": GiB},
+                                                  limits={"nvidia.com/gpu": 1}),))
+    assert plugin.score_all(CycleState(), gpu, sched.table, rows).tolist() == [0, 0]
+    assert plugin.score_all(CycleState(), burstable("b", 24000), sched.table, rows).tolist() != [0, 0]
+
+
+def test_what_is_learned_is_part_of_the_shape_key():
+    sched = Scheduler(cluster(), load_profile("toposched"))
+    before = sched.shape(burstable("b"))
+    sched.schedule(latency("l0"), now=0)
+    assert sched.shape(burstable("b")) != before  # cached scores of the old target are not reused
+
+
+def test_a_pod_seen_twice_is_learned_once():
+    plugin = registry.create("ScarcityScore", {"epoch": 1})
+    from toposched.scheduler.framework import CycleState
+
+    for _ in range(3):
+        plugin.post_filter(CycleState(), latency("l0"), {})
+    assert plugin.shape_version == 1 and len(plugin._recent) == 1
+
+
+@pytest.mark.parametrize("args", [{"window": 0}, {"epoch": "x"}, {"shapes": True}, {"bogus": 1}])
+def test_bad_args_are_refused(args):
+    with pytest.raises(InputError, match="ScarcityScore"):
+        registry.create("ScarcityScore", args)
