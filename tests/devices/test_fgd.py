@@ -263,6 +263,43 @@ def test_fgd_scores_pods_without_requests_as_upstream():
     assert result.scores.tolist() == [100]
 
 
+# Upstream's FGD score, case by case. The expected numbers were produced by upstream's own Go
+# functions, copied verbatim into a stand-alone program (frag.go: NodeGpuShareFragAmountScore and
+# what it calls; resource.go: NodeResource.Sub, AllocateExclusiveGpuId; fgd_score.go:
+# calculateGpuShareFragExtendScore; plugin_utils.go: sigmoid) and run on these nodes and pods with
+# the target workload below (docs/sim/fgd.md, "Our FGD against upstream's"). Memory is 0 throughout,
+# as upstream does not count it.
+_CASE_WORKLOAD = [(4000, 500, 1, "", 0.4), (8000, 1000, 1, "", 0.3), (16000, 1000, 2, "", 0.2),
+                  (2000, 0, 0, "", 0.05), (8000, 300, 1, "T4", 0.05)]
+_UPSTREAM_FGD_CASES = [  # node CPU, free milli per GPU, model, pod (cpu, milli, GPUs): frag before, score, GPUs
+    ("share pod: the GPU that fragments least", 16000, [1000, 1000, 700, 300], "V100", (4000, 500, 1), 920.0, 45, (2,)),
+    ("share pod fills a sliver", 16000, [1000, 600, 500], "V100", (4000, 500, 1), 960.0, 57, (2,)),
+    ("share pod: first of equal GPUs", 16000, [700, 700, 1000], "V100", (4000, 200, 1), 1140.0, 52, (0,)),
+    ("whole GPU: the first free one", 16000, [1000, 1000, 700, 300], "V100", (8000, 1000, 1), 920.0, 47, (0,)),
+    ("two whole GPUs", 40000, [1000] * 4, "V100", (16000, 1000, 2), 400.0, 54, (0, 1)),
+    ("CPU pod breaks the GPU types' fit", 10000, [1000, 1000], "V100", (4000, 0, 0), 600.0, 35, ()),
+    ("CPU pod that changes nothing", 64000, [1000, 1000], "V100", (4000, 0, 0), 200.0, 50, ()),
+    ("CPU pod on a node without GPUs", 64000, [], "", (4000, 0, 0), 0.0, 50, ()),
+    ("CPU pod beside full GPUs", 8000, [0, 0], "V100", (4000, 0, 0), 0.0, 50, ()),
+    ("model-restricted type", 16000, [1000, 400], "T4", (2000, 300, 1), 630.0, 56, (1,)),
+    ("share pod leaves too little CPU", 12000, [1000, 500, 500], "V100", (6000, 500, 1), 900.0, 50, (0,)),
+]
+
+
+@pytest.mark.parametrize(("case", "cpu", "gpus", "model", "pod", "frag", "score", "chosen"), _UPSTREAM_FGD_CASES,
+                         ids=[c[0] for c in _UPSTREAM_FGD_CASES])
+def test_fgd_score_and_gpu_choice_equal_upstream_case_by_case(case, cpu, gpus, model, pod, frag, score, chosen):
+    workload = TargetWorkload([Task(cpu=c, gpu_milli=m, num_gpu=n, gpu_models=parse_gpu_spec(t))
+                               for c, m, n, t, _ in _CASE_WORKLOAD], [p for *_, p in _CASE_WORKLOAD])
+    view = node(cpu, gpus, model)
+    task = Task(cpu=pod[0], gpu_milli=pod[1], num_gpu=pod[2])
+    policy = FGD(workload)
+    assert node_fragmentation(view, workload) == pytest.approx(frag, abs=1e-9)
+    assert policy.score(NodeBatch.from_views([view]), task).scores.tolist() == [score]
+    assert policy.raw_score_one(view, task) == score
+    assert (policy.choose_gpus(view, task) if task.num_gpu else ()) == chosen
+
+
 def test_fgd_respects_eligible_gpus():
     workload = TargetWorkload.from_tasks([Task(cpu=1000, gpu_milli=400, num_gpu=1)])
     view = node(16000, [500, 1000, 1000], "T4")

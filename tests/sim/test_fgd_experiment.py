@@ -39,7 +39,9 @@ from toposched.sim.fgd_experiment import (
     fgd_arrivals,
     fgd_contender,
     fgd_summary,
+    mean_metrics,
     run_fgd_experiment,
+    run_fgd_seeds,
     sharing_form,
 )
 from toposched.sim.nodes_csv import read_alibaba_nodes
@@ -228,6 +230,63 @@ def test_simulate_fgd_refuses_an_unknown_scheduler_listing_the_experiment_s(smal
                                       "-s", "kube-magic", "--report", str(tmp_path / "r")])
     assert result.exit_code == 1
     assert "unknown scheduler 'kube-magic'" in result.output and "toposched-bestfit" in result.output
+
+
+def test_simulate_fgd_shuffle_runs_several_seeds_and_reports_their_means(small, tmp_path):
+    args = ["simulate", "--nodes", str(small[0]), "--pods", str(small[1]), "--fgd", "--shuffle", "--seed", "7",
+            "--runs", "2", "-s", "toposched-gpu", "-s", "toposched-bestfit", "--no-wall-clock"]
+    result = CliRunner().invoke(app, [*args, "--report", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert metrics["scenario"]["seeds"] == [7, 8] and "seed" not in metrics["scenario"]
+    assert metrics["scenario"]["order"] == "shuffled" and metrics["scenario"]["ties"] == "random"
+    nodes, pods = read_alibaba_nodes(small[0]), read_alibaba_pods(small[1])
+    for name, values in metrics["schedulers"].items():
+        one = [run_fgd_experiment(nodes, pods, [fgd_contender(name, seed=s)], seed=s, shuffle=True)["schedulers"][name]
+               for s in (7, 8)]
+        assert values["runs"] == {str(s): {"100": r["gpu_allocation_rate"]["100"], "130": r["gpu_allocation_rate"]["130"]}
+                                  for s, r in zip((7, 8), one)}
+        assert values["gpu_allocation_rate"]["100"] == pytest.approx(
+            (one[0]["gpu_allocation_rate"]["100"] + one[1]["gpu_allocation_rate"]["100"]) / 2, abs=1e-6)
+    again = CliRunner().invoke(app, [*args, "--report", str(tmp_path / "b")])
+    assert again.exit_code == 0
+    assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
+    refused = CliRunner().invoke(app, ["simulate", "--shuffle", "--report", str(tmp_path / "c")])
+    assert refused.exit_code == 1 and "--fgd" in refused.output
+
+
+def test_mean_metrics_averages_numbers_and_keeps_the_rest():
+    runs = [{"scenario": {"seed": s, "max_load": 130, "order": "shuffled"},
+             "schedulers": {"x": {"gpu_allocation_rate": {"100": r, "130": r2}, "wall_seconds": w, "name": "x"}}}
+            for s, r, r2, w in ((1, 0.5, 0.6, None), (2, 0.7, 0.8, 3.0))]
+    out = mean_metrics(runs)
+    assert out["scenario"] == {"seeds": [1, 2], "max_load": 130, "order": "shuffled"}
+    x = out["schedulers"]["x"]
+    assert x["gpu_allocation_rate"] == {"100": 0.6, "130": 0.7} and x["wall_seconds"] is None and x["name"] == "x"
+    assert x["runs"] == {"1": {"100": 0.5, "130": 0.6}, "2": {"100": 0.7, "130": 0.8}}
+    assert mean_metrics(runs[:1]) is runs[0]
+    with pytest.raises(InputError):
+        run_fgd_seeds([], [], lambda seed: [], [])
+
+
+def test_gpu_pods_whose_gpus_sit_on_the_fewest_numa_nodes_are_counted(small):
+    # node-a: 2 GPUs, one per NUMA node; node-b: 3 GPUs, 2 + 1. BestFit's 2-GPU pod on node-b
+    # could take GPUs of both NUMA nodes; GPUShare gives it the two of NUMA node 0.
+    nodes, pods = read_alibaba_nodes(small[0]), read_alibaba_pods(small[1])
+    metrics = run_fgd_experiment(nodes, pods, [fgd_contender(n) for n in ("toposched-gpu", "toposched-bestfit")],
+                                 max_load=100)
+    gpu, bestfit = metrics["schedulers"]["toposched-gpu"], metrics["schedulers"]["toposched-bestfit"]
+    assert (gpu["gpu_pods"], gpu["gpu_numa_aligned_fraction"]) == (3, 1.0)
+    assert (bestfit["gpu_pods"], bestfit["gpu_numa_aligned_fraction"]) == (2, 1.0)
+
+
+def test_random_ties_depend_on_the_seed_only(small):
+    nodes, pods = read_alibaba_nodes(small[0]), read_alibaba_pods(small[1])
+    first = run_fgd_experiment(nodes, pods, [fgd_contender("toposched-gpu")], random_ties=False)
+    assert first["scenario"]["ties"] == "first"
+    a, b = (json.dumps(run_fgd_experiment(nodes, pods, [fgd_contender("toposched-gpu", seed=3)], seed=3), sort_keys=True)
+            for _ in range(2))
+    assert a == b
 
 
 # ---- the real trace ---------------------------------------------------------------------------------

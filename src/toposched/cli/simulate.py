@@ -22,6 +22,7 @@ from toposched.sim.fgd_experiment import (
     fgd_contender,
     fgd_summary,
     run_fgd_experiment,
+    run_fgd_seeds,
 )
 from toposched.sim.metrics import reason_meaning
 from toposched.sim.report import write_report
@@ -115,7 +116,12 @@ def simulate(
     fgd: bool = typer.Option(False, "--fgd", help="Run the FGD paper's experiment instead (docs/sim/fgd.md): pods "
                              "arrive in order and never leave until they ask for 130% of the GPUs; GPU allocation "
                              "rate by arrived load. Schedulers: toposched-fgd, toposched-bestfit, toposched-dotprod, "
-                             "toposched-gpupacking, toposched-gpuclustering, toposched-random, default."),
+                             "toposched-gpupacking, toposched-gpuclustering, toposched-random, toposched-gpu, "
+                             "default."),
+    shuffle: bool = typer.Option(False, "--shuffle", help="With --fgd: pods arrive in an order shuffled with the "
+                                 "seed, as in the paper's runs (default: creation order)."),
+    runs: int = typer.Option(1, "--runs", min=1, help="With --fgd: run seeds SEED, SEED+1, ... (this many) and "
+                             "report the means; the paper's protocol is --fgd --shuffle --seed 42 --runs 10."),
 ) -> None:
     """Compare schedulers on one simulated cluster and workload; write report.html and metrics.json.
 
@@ -127,14 +133,23 @@ def simulate(
     try:
         loaded = _scenario(scenario, nodes, pods, seed, report_interval)
         fgd_seed = seed if seed is not None else FGD_SEED
+        if (shuffle or runs > 1) and not fgd:
+            raise InputError("--shuffle and --runs go with --fgd", field="--shuffle")
+
+        def fgd_contenders(run_seed: int) -> list:
+            return ([fgd_contender(name, seed=run_seed) for name in scheduler or DEFAULT_FGD_SCHEDULERS]
+                    + [contender_from_config(path) for path in config])
+
         if fgd:
-            contenders = [fgd_contender(name, seed=fgd_seed) for name in scheduler or DEFAULT_FGD_SCHEDULERS]
+            contenders = fgd_contenders(fgd_seed)
         else:
             contenders = [contender(name) for name in scheduler or loaded.schedulers]
-        contenders += [contender_from_config(path) for path in config]
+            contenders += [contender_from_config(path) for path in config]
+        seeds = list(range(fgd_seed, fgd_seed + runs))
+        labels = [f"{c.name} {s}" if runs > 1 else c.name for s in seeds for c in contenders]
         with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as bar:
-            tasks = {c.name: bar.add_task(c.name, total=len(loaded.pods), start=False) for c in contenders}
+            tasks = {label: bar.add_task(label, total=len(loaded.pods), start=False) for label in labels}
 
             def progress(name: str, done: int, total: int) -> None:
                 if not bar.tasks[tasks[name]].started:
@@ -142,9 +157,12 @@ def simulate(
                 bar.update(tasks[name], completed=done, total=total)
 
             timer = time.perf_counter if wall_clock else None
-            if fgd:
+            if fgd and runs > 1:
+                metrics = run_fgd_seeds(loaded.nodes, loaded.pods, fgd_contenders, seeds, shuffle=shuffle,
+                                        name=loaded.name, timer=timer, progress=progress)
+            elif fgd:
                 metrics = run_fgd_experiment(loaded.nodes, loaded.pods, contenders, seed=fgd_seed, name=loaded.name,
-                                             timer=timer, progress=progress)
+                                             shuffle=shuffle, timer=timer, progress=progress)
             else:
                 metrics = run_scenario(loaded, contenders, timer=timer, progress=progress)
             for task in tasks.values():

@@ -27,6 +27,7 @@ state.
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -616,7 +617,8 @@ class NodeGPUState:
         task = Task(cpu=host.pod_cpu, memory=host.pod_memory, gpu_milli=request.milli_on(smallest), num_gpu=request.count)
         policy = policy or _DEFAULT_POLICY
         if tie_order is None:
-            chosen = policy.choose_gpus(view, task, eligible)
+            def pick(allowed: list[bool]) -> tuple[int, ...] | None:
+                return policy.choose_gpus(view, task, allowed)
         else:
             order = list(tie_order)
             if sorted(order) != list(range(len(self.devices))):
@@ -624,14 +626,37 @@ class NodeGPUState:
                                  field="tie_order")
             free = view.gpu_free
             seen = replace(view, gpu_free=tuple(free[i] for i in order))
-            chosen = policy.choose_gpus(seen, task, [eligible[i] for i in order])
-            chosen = None if chosen is None else tuple(order[i] for i in chosen)
+
+            def pick(allowed: list[bool]) -> tuple[int, ...] | None:
+                got = policy.choose_gpus(seen, task, [allowed[i] for i in order])
+                return None if got is None else tuple(order[i] for i in got)
+        chosen = pick(eligible)
+        if chosen is not None and request.count > 1:
+            chosen = self._on_one_numa_node(chosen, eligible, request.count, pick)
         if chosen is None:
             return Refusal(f"the {policy.name} policy found no GPUs for {request.describe()}")
         picked = sorted(set(chosen))
         if len(picked) != request.count or any(not (0 <= i < len(eligible) and eligible[i]) for i in picked):
             raise InputError(f"policy {policy!r} chose GPUs {list(chosen)} that the request cannot use", field="policy")
         return GPUAllocation(request, tuple(self._share(i, request) for i in picked))
+
+    def _on_one_numa_node(self, chosen: tuple[int, ...], eligible: list[bool], count: int,
+                          pick: Callable[[list[bool]], tuple[int, ...] | None]) -> tuple[int, ...]:
+        """A multi-GPU choice spread over several NUMA nodes, taken again on one where one NUMA node
+        has ``count`` eligible GPUs: the one with the fewest that suffice (lowest id on ties), so
+        that a NUMA node with more stays whole for larger pods. The policy picks inside it. GPUs
+        on one NUMA node share its PCIe root complex and memory; the kubelet's device manager
+        aligns a multi-GPU request the same way. Kept as chosen where GPUs lack NUMA ids."""
+        numa = [d.numa for d in self.devices]
+        if len({numa[i] for i in chosen}) == 1 or any(numa[i] is None for i, ok in enumerate(eligible) if ok):
+            return chosen
+        per_numa = Counter(numa[i] for i, ok in enumerate(eligible) if ok)
+        enough = sorted((n, node) for node, n in per_numa.items() if n >= count)
+        if not enough:
+            return chosen
+        node = enough[0][1]
+        again = pick([ok and numa[i] == node for i, ok in enumerate(eligible)])
+        return chosen if again is None else again
 
     @staticmethod
     def too_few(request: GPURequest, fitting: int, candidates: int) -> Refusal:

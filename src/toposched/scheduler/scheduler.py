@@ -18,6 +18,7 @@ changed without a cluster change) and ``post_bind(state, pod, node)`` (PostBind,
 
 from __future__ import annotations
 
+import random
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,8 +73,12 @@ class Scheduler:
     """One profile scheduling pods onto a :class:`Cluster`."""
 
     def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64, cache_size: int = 512,
-                 few_rows: int = 24) -> None:
+                 few_rows: int = 24, seed: int | None = None) -> None:
         self.cluster = cluster
+        # Ties between equally scored nodes: the lowest row (seed None), else a draw among them
+        # from random.Random(seed), as kube-scheduler's selectHost draws (see reseed).
+        self._ties: random.Random | None = None
+        self.reseed(seed)
         self.profile = profile
         self.table = NodeTable(cluster)
         self.max_exact_attempts = max_exact_attempts
@@ -156,7 +161,7 @@ class Scheduler:
         candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
         for _ in range(self.max_exact_attempts):
-            row = int(np.argmax(candidates))  # the best score; the lowest row among equals
+            row = self._best(candidates)  # the best score; among equals the lowest row or a seeded draw
             if candidates[row] == _NO_SCORE:
                 break
             candidates[row] = _NO_SCORE
@@ -181,6 +186,24 @@ class Scheduler:
                 status = Status.unschedulable(f"nominated {nominated} after preemption", plugin=plugin.name)
                 break
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
+
+    def reseed(self, seed: int | None) -> None:
+        """How ties between equally scored nodes are broken from now on: ``None`` takes the lowest
+        row (the node added first), an int draws uniformly among them from ``random.Random(seed)``
+        as kube-scheduler does (``selectHost``), so the same seed and the same pods give the same
+        placements. The generator advances only when there is a tie to break."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InputError(f"{seed!r} is not an integer seed", field="seed", source="scheduler")
+        self.seed = seed
+        self._ties = None if seed is None else random.Random(seed)
+
+    def _best(self, candidates: np.ndarray) -> int:
+        """The row with the best candidate score; among several, the lowest or a seeded draw."""
+        row = int(np.argmax(candidates))
+        if self._ties is None or candidates[row] == _NO_SCORE:
+            return row
+        ties = np.flatnonzero(candidates == candidates[row])
+        return row if len(ties) == 1 else int(ties[self._ties.randrange(len(ties))])
 
     def _normalizing(self, state: CycleState, pod: Pod) -> tuple[int, ...]:
         """The normalizing score plugins (positions in profile.scores) that normalize this pod's scores."""

@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from toposched.devices.fgd import TargetWorkload, Task
@@ -56,8 +59,11 @@ __all__ = [
     "PAPER_RATES",
     "fgd_arrivals",
     "fgd_contender",
+    "GPU_PROFILE",
     "fgd_summary",
+    "mean_metrics",
     "run_fgd_experiment",
+    "run_fgd_seeds",
     "sharing_form",
 ]
 
@@ -70,7 +76,10 @@ FGD_POLICIES = {
     "toposched-gpuclustering": "GpuClustering",
     "toposched-random": "Random",
 }
-FGD_SCHEDULERS = (*FGD_POLICIES, "default")
+#: The built-in GPU profile (toposched/data/profiles/gpu-fgd.yaml): FGD decides, the other scores break ties.
+GPU_PROFILE = Path(str(resources.files("toposched") / "data" / "profiles" / "gpu-fgd.yaml"))
+GPU_CONTENDER = "toposched-gpu"
+FGD_SCHEDULERS = (*FGD_POLICIES, GPU_CONTENDER, "default")
 DEFAULT_FGD_SCHEDULERS = ("toposched-fgd", "toposched-bestfit", "default")
 #: The paper's published GPU allocation rates at 100 % arrived load on openb_pod_list_default.csv.
 PAPER_RATES = {"FGD": 0.9523, "BestFit": 0.9286}
@@ -82,16 +91,20 @@ _MILLI = 1000
 
 
 def fgd_contender(name: str, *, seed: int = 0) -> Contender:
-    """A contender of the experiment: ``toposched-<policy>`` (:data:`FGD_POLICIES`) or any built-in one.
+    """A contender of the experiment: ``toposched-<policy>`` (:data:`FGD_POLICIES`), ``toposched-gpu``
+    (the built-in GPU profile, :data:`GPU_PROFILE`) or any built-in one.
 
     ``seed`` feeds the Random policy's draws.
     """
+    if name == GPU_CONTENDER:
+        return Contender(name, "gpu-fgd", GPU_PROFILE, reports=REPORTS_AGENT)
     policy = FGD_POLICIES.get(name)
     if policy is None:
         try:
             return contender(name)
         except InputError as err:
-            raise InputError(f"{err.message}; for --fgd also: {', '.join(FGD_POLICIES)}", field=err.field) from None
+            raise InputError(f"{err.message}; for --fgd also: {', '.join((*FGD_POLICIES, GPU_CONTENDER))}",
+                             field=err.field) from None
     return Contender(name, "toposched", reports=REPORTS_AGENT,
                      plugin_args={GPUShare.name: {"policy": policy, "seed": seed}})
 
@@ -207,6 +220,7 @@ def run_fgd_experiment(
     seed: int = FGD_SEED,
     coverage: float = FGD_COVERAGE,
     shuffle: bool = False,
+    random_ties: bool = True,
     name: str = "fgd",
     timer: Callable[[], float] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
@@ -218,6 +232,9 @@ def run_fgd_experiment(
     load percent as a string -> rate in [0, 1] / GPUs), ``allocated_gpus`` and ``arrived_gpus`` at
     the end, and ``wall_seconds`` (the whole run, null without ``timer``). ``progress(name,
     done, total)`` is called as pods arrive. Default contenders: :data:`DEFAULT_FGD_SCHEDULERS`.
+    ``random_ties``: every contender's scheduler breaks ties between equally scored nodes by a
+    draw from ``random.Random(seed)`` (``Scheduler.reseed``), as kube-scheduler and the paper's
+    simulator do; else the lowest-numbered node wins them.
     """
     for label, value in (("max_load", max_load), ("step", step)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -238,15 +255,70 @@ def run_fgd_experiment(
             "name": name, "experiment": "fgd", "seed": seed, "nodes": len(nodes), "pods": len(arrivals),
             "trace_pods": len(arrivals) - clones, "cloned_pods": clones, "gpus": capacity // _MILLI,
             "order": "shuffled" if shuffle else "creation", "max_load": max_load, "step": step, "coverage": coverage,
+            "ties": "random" if random_ties else "first",
         },
         "schedulers": {},
     }
     for c in contenders:
         report = (lambda done, total, label=c.name: progress(label, done, total)) if progress else None
         run = _Run(c, nodes, capacity, _steps(max_load, step), timer)
+        if random_ties:
+            run.scheduler.reseed(seed)
         run.set_target_workload(target, coverage)
         out["schedulers"][c.name] = run.execute(arrivals, milli, report)
     return out
+
+
+def run_fgd_seeds(
+    nodes: Sequence[SimNode],
+    pods: Sequence[SimPod],
+    contenders: Callable[[int], Sequence[Contender]],
+    seeds: Sequence[int],
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`run_fgd_experiment` once per seed (``contenders(seed)`` gives each run's), averaged
+    (:func:`mean_metrics`): the paper's protocol is ``shuffle=True`` over seeds 42-51."""
+    if not seeds:
+        raise InputError("no seeds to run", field="seeds", source="fgd experiment")
+    runs = []
+    for seed in seeds:
+        report = (lambda label, done, total, s=seed: progress(f"{label} {s}", done, total)) if progress else None
+        runs.append(run_fgd_experiment(nodes, pods, contenders(seed), seed=seed, progress=report, **options))
+    return mean_metrics(runs)
+
+
+def mean_metrics(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' metrics documents (one per seed, same contenders) as one: every number the
+    mean over the runs (rounded to 6 places; kept as it is where every run has it; null where any
+    run has null), anything else the first run's; ``scenario.seed`` becomes ``scenario.seeds`` and each scheduler gains ``runs``,
+    its allocation rate at 100 % and at the last load per seed. One run is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
+    out = _mean(runs)
+    seeds = [r["scenario"]["seed"] for r in runs]
+    out["scenario"].pop("seed", None)
+    out["scenario"]["seeds"] = seeds
+    for name, values in out["schedulers"].items():
+        loads = [load for load in dict.fromkeys(("100", str(out["scenario"]["max_load"])))
+                 if load in values["gpu_allocation_rate"]]
+        values["runs"] = {str(seed): {load: r["schedulers"][name]["gpu_allocation_rate"][load] for load in loads}
+                          for seed, r in zip(seeds, runs)}
+    return out
+
+
+def _mean(values: Sequence[Any]) -> Any:
+    first = values[0]
+    if isinstance(first, dict):
+        return {k: _mean([v.get(k) if isinstance(v, dict) else None for v in values]) for k in first}
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if all(v == first for v in values):
+            return first  # the same in every run (a count, a setting): kept as it is
+        return round(sum(values) / len(values), 6)
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return None  # a number in some runs only
+    return first
 
 
 class _Run:
@@ -267,6 +339,8 @@ class _Run:
         self.unallocated: dict[str, float] = {}
         self.fragmented: dict[str, float] = {}
         self.allocated = 0
+        self.gpu_pods = 0  # admitted pods holding GPUs
+        self.gpu_pods_aligned = 0  # ... whose GPUs sit on the fewest NUMA nodes their count allows there
         self.gpus = ClusterGPUs(list(truths.values()), None)
 
     def set_target_workload(self, tasks: list[Task], coverage: float) -> None:
@@ -324,10 +398,24 @@ class _Run:
             "fragmented_gpus": self.fragmented or None,
             "gpu_fragmentation": self.fragmented[str(steps[-1])] if self.fragmented else None,
             "allocated_gpus": round(self.allocated / _MILLI, 3),
+            "gpu_pods": self.gpu_pods,
+            "gpu_numa_aligned_fraction": round(self.gpu_pods_aligned / self.gpu_pods, 6) if self.gpu_pods else None,
             "arrived_gpus": round(arrived / _MILLI, 3),
             "wall_seconds": None if wall is None else round(wall, 6),
         })
         return metrics
+
+    def _count_alignment(self, truth: NodeTruth, placement: Any) -> None:
+        """Count a GPU pod, and whether its GPUs sit on the fewest NUMA nodes that hold as many GPUs."""
+        numa_of = {d.id: d.numa for d in truth.gpus.devices}
+        held = {i for ids in (placement.devices().values() if placement is not None else ()) for i in ids
+                if i in numa_of}
+        if not held:
+            return
+        self.gpu_pods += 1
+        per_numa = sorted(Counter(d.numa for d in truth.gpus.devices).values(), reverse=True)
+        fewest = next(k for k in range(1, len(per_numa) + 1) if sum(per_numa[:k]) >= len(held))
+        self.gpu_pods_aligned += len({numa_of[i] for i in held}) <= fewest
 
     def _bind(self, node: str, placement: Any, sim_pod: SimPod, m: int, now: float, reports: bool) -> None:
         """The node admits or refuses the pod; a refused pod is gone (nothing re-creates it here)."""
@@ -341,6 +429,8 @@ class _Run:
             self.scheduler.unreserve(pod)
             return
         self.scheduler.bound(pod, now)
+        if m:
+            self._count_alignment(truth, placement)
         self.allocated += m
         result.scheduled += 1
         result.started.append(outcome.running)

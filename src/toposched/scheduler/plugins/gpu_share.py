@@ -374,7 +374,8 @@ class GPUShare:
         return out
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """The packing policy's raw 0-100 score of each row's GPUs for the pod (0 for pods without shares).
+        """The packing policy's raw 0-100 score of each row's GPUs for the pod (pods without shares:
+        FGD's score of the fragmentation they cause where FGD has a target workload, else 0).
 
         Raw: a row's score depends on that row alone (a request in bytes is measured against
         that node's smallest GPU); :meth:`normalize_scores` then normalises over every feasible
@@ -382,8 +383,14 @@ class GPUShare:
         """
         request = self._request(state, pod)
         out = np.zeros(len(rows), dtype=np.int64)
-        if request is None or not len(rows):
+        if not len(rows):
             return out
+        if request is None:
+            if not self._scores_gpu_less(state, pod):
+                return out
+            views = [self._view(table, row, gpu_less=True)[0] for row in rows.tolist()]
+            scores = self.policy.raw_score(NodeBatch.from_views(views), self._task(state, pod, 0))
+            return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
         groups: dict[int, list[tuple[int, NodeView]]] = {}  # smallest GPU memory -> (position, view)
         for i, row in enumerate(rows.tolist()):
             seen = self._view(table, row)
@@ -397,13 +404,14 @@ class GPUShare:
         return out
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
-        """:meth:`score_all` node by node in plain Python where the policy has that form (0 for pods without shares)."""
-        if self._request(state, pod) is None:
+        """:meth:`score_all` node by node in plain Python where the policy has that form."""
+        gpu_less = self._request(state, pod) is None
+        if gpu_less and not self._scores_gpu_less(state, pod):
             return [0] * len(rows)
         policy = self._policy()
         out = []
         for row in rows:
-            seen = self._view(table, row)
+            seen = self._view(table, row, gpu_less=gpu_less)
             if seen is None:
                 out.append(0)
                 continue
@@ -411,17 +419,27 @@ class GPUShare:
             out.append(min(max(score, 0), MAX_NODE_SCORE))
         return out
 
-    def _view(self, table: NodeTable, row: int) -> tuple[NodeView, int] | None:
-        """A row's node as the packing policies see it, and its smallest GPU memory; None without GPUs."""
+    def _scores_gpu_less(self, state: CycleState, pod: Pod) -> bool:
+        """Whether a pod without shares is scored: under FGD with a target workload, by the GPU
+        fragmentation its CPU and memory cause (as the paper's FGD scores CPU-only pods), unless
+        it asks for whole GPUs through a device plugin (the kubelet picks those, not a policy)."""
+        return self.policy_name == "FGD" and self.policy is not None and not self._whole(state, pod)
+
+    def _view(self, table: NodeTable, row: int, *, gpu_less: bool = False) -> tuple[NodeView, int] | None:
+        """A row's node as the packing policies see it, and its smallest GPU memory; None without GPUs.
+
+        ``gpu_less``: for a pod without GPUs, every node has a view (no GPUs: an empty row, which
+        FGD rates neutral, 50: nothing to fragment), and the memory is 0.
+        """
         node = table.cluster.nodes.get(table.names[row])
         if node is None:
-            return None
+            return (NodeView(0, 0), 0) if gpu_less else None
         gpus = self._gpus(table.cluster, node)
         state = gpus.state
-        if not state.devices:
-            return None
         cpu, memory = _host_free(node)
-        return NodeView(cpu, memory, gpus.free, state.model), min(d.memory for d in state.devices)
+        if not state.devices:
+            return (NodeView(cpu, memory), 0) if gpu_less else None
+        return NodeView(cpu, memory, gpus.free, state.model), 0 if gpu_less else min(d.memory for d in state.devices)
 
     def _task(self, state: CycleState, pod: Pod, smallest: int) -> Task:
         """The pod as the policies see it on a node whose smallest GPU has ``smallest`` bytes (kept per cycle)."""
@@ -430,6 +448,9 @@ class GPUShare:
         if task is None:
             request = self._request(state, pod)
             requests = pod.effective_requests()
+            if request is None:  # a pod without GPUs (see _scores_gpu_less)
+                task = state[key] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0))
+                return task
             task = state[key] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
                                      gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
         return task
