@@ -96,6 +96,10 @@ def test_the_bundled_scenario_tells_the_whole_story_in_one_run(tmp_path):
     # still no rejection, but the GPU-share pods find no node (no GPU memory is known).
     counts_only = runs["toposched-nfd"]
     assert counts_only["rejected_admission"] == 0 and counts_only["pending_end"] > 0
+    # Given-up pods count in the waits the same way for everyone, and toposched waits least of all.
+    for name in BASELINES:
+        assert topo["wait_mean"] <= runs[name]["wait_mean"] and topo["wait_p95"] <= runs[name]["wait_p95"], name
+    assert runs["default"]["waits_censored"] == runs["default"]["abandoned"] > 0
     assert runs["default"]["rejected_admission"] >= 0.1 * runs["default"]["arrived"]  # many
     stale = runs["nrt-match"]
     assert stale["rejections"].get("TopologyAffinityError", 0) > 0  # some, from the 60 s old report
