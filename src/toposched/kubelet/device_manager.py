@@ -264,6 +264,7 @@ def _resource_hints(
     """The hints of one resource, with upstream's three early answers (nil, regenerate, empty)."""
     if not _has_topology(table):
         return None
+    numa_ids = _device_numa_ids(table, numa_ids)
     if allocated:
         if len(allocated) != request:
             return []
@@ -341,6 +342,7 @@ def _resource_masks(
     """:func:`_resource_hints` on int masks."""
     if not _has_topology(table):
         return None
+    numa_ids = _device_numa_ids(table, numa_ids)
     if allocated:
         if len(allocated) != request:
             return []
@@ -348,6 +350,14 @@ def _resource_masks(
     if len(available | reusable) < request:
         return []
     return _mask_hints(table, available, reusable, request, numa_ids, single_numa_only)
+
+
+def _device_numa_ids(table: Mapping[str, DeviceTopology], numa_ids: Sequence[int]) -> tuple[int, ...]:
+    """Upstream ``deviceNUMANodes``: the machine's NUMA nodes that some device of the resource
+    reports, ascending — hints are NUMA sets of these only (all the machine's when none reports one)."""
+    known = set(numa_ids)
+    nodes = sorted({n for topology in table.values() if topology for n in topology if n in known})
+    return tuple(nodes) if nodes else tuple(numa_ids)
 
 
 def _ordered(ids: Iterable[str], table: Mapping[str, DeviceTopology]) -> list[str]:

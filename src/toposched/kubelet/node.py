@@ -22,7 +22,7 @@ from typing import Any
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.cpu_manager import SMTAlignmentError, StaticCPUPolicy
-from toposched.kubelet.device_manager import DeviceManager
+from toposched.kubelet.device_manager import DeviceManager, PreferredAllocation
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.memory_manager import MemoryManagerError, StaticMemoryPolicy, hugepage_resource_name
 from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
@@ -91,7 +91,8 @@ class KubeletNode:
     ``device_plugins`` maps a device resource (``nvidia.com/gpu``) to its devices as
     ``(device id, NUMA ids or None)``. ``extended_resources`` are node-level extended resources
     another agent reports (koordlet's ``koordinator.sh/gpu-core``): counted against allocatable
-    at admission, never aligned. ``merge`` is the hint merge; the scheduler may pass
+    at admission, never aligned. ``preferred_allocation`` maps a device resource to its plugin's
+    ``GetPreferredAllocation`` (see :class:`DeviceManager`); without one the plugin has none. ``merge`` is the hint merge; the scheduler may pass
     :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
     Construction validates the configuration against the machine as the kubelet does at start
     and raises :class:`InputError` otherwise.
@@ -112,6 +113,7 @@ class KubeletNode:
         *,
         device_plugins: DevicePlugins | None = None,
         extended_resources: Mapping[str, int] | None = None,
+        preferred_allocation: Mapping[str, PreferredAllocation] | None = None,
         name: str = "node",
         merge: Any = merge_hints,
         exhaustive: bool = False,
@@ -141,7 +143,9 @@ class KubeletNode:
             distances=numa_distances(machine) if prefer_closest else None,
             merge=merge,
         )
-        self.devices = DeviceManager(machine.numa_ids, {r: list(d) for r, d in (device_plugins or {}).items()})
+        self.devices = DeviceManager(
+            machine.numa_ids, {r: list(d) for r, d in (device_plugins or {}).items()}, preferred=preferred_allocation
+        )
         self.cpu: StaticCPUPolicy | None = None
         if cfg.cpu_manager_policy == "static":
             self.cpu = StaticCPUPolicy(
@@ -211,17 +215,18 @@ class KubeletNode:
     def admit(self, pod: Pod) -> Admission:
         """Admit ``pod`` as the kubelet would, or reject it with upstream's reason; state unchanged on rejection.
 
-        Reasons: ``OutOf<resource>`` (the node's allocatable), ``TopologyAffinityError``,
-        ``SMTAlignmentError``, ``UnexpectedAdmissionError`` (a manager could not allocate).
-        Admitting a pod that is already admitted returns its first admission.
+        The kubelet's admit handlers run in its order: the container manager's (the Topology
+        Manager, whose providers allocate) before the predicate handler (requests against
+        allocatable), so a pod both would refuse gets the Topology Manager's reason (upstream
+        ``NewMainKubelet`` appends ``GetAllocateResourcesPodAdmitHandler`` before
+        ``NewPredicateAdmitHandler``). Reasons: ``TopologyAffinityError``, ``SMTAlignmentError``,
+        ``UnexpectedAdmissionError`` (a manager could not allocate), ``OutOf<resource>`` (the
+        node's allocatable). Admitting a pod that is already admitted returns its first admission.
         """
         uid = _uid(pod)
         if uid in self.admissions:
             return self.admissions[uid]
         requests = pod.effective_requests()
-        misfit = self._misfit(pod, requests)
-        if misfit is not None:
-            return misfit
         snapshot = self._snapshot(uid)
         self._results[uid] = {}
         try:
@@ -238,6 +243,10 @@ class KubeletNode:
             self._restore(snapshot, uid)
             wrapped = UnexpectedAdmissionError(err, pod=pod.key)
             return Admission(pod.key, False, wrapped.reason, str(wrapped))
+        misfit = self._misfit(pod, requests)
+        if misfit is not None:
+            self._restore(snapshot, uid)
+            return misfit
         results = self._results.pop(uid)
         containers = {}
         for c in pod.all_containers:
@@ -275,10 +284,14 @@ class KubeletNode:
         return admit_unpinned(pod)
 
     def _misfit(self, pod: Pod, effective_requests: Mapping[str, int]) -> Admission | None:
-        """The kubelet's predicate admission: requests against allocatable, upstream's wording."""
+        """The kubelet's predicate admission: requests against allocatable, upstream's wording.
+
+        The first resource short is reported, in upstream ``fitsRequest``'s order: pods, cpu,
+        memory, ephemeral-storage, then the others (a Go map there, so in random order; sorted here).
+        """
         requests = dict(effective_requests)
         requests["pods"] = 1
-        for resource in sorted(requests):
+        for resource in sorted(requests, key=_FIT_ORDER):
             want = requests[resource]
             if want == 0 and resource != "pods":
                 continue
@@ -455,6 +468,13 @@ class KubeletNode:
                      for z in nrt_from_machine(self.machine, **shape).zones if z.type == ZONE_TYPE_NODE}
         available = {n: {k: v for k, v in zone.items() if k in published.get(n, ())} for n, zone in self.available().items()}
         return nrt_from_machine(self.machine, available=available, **shape)
+
+
+def _FIT_ORDER(resource: str) -> tuple[int, str]:
+    return (_FIRST_CHECKED.get(resource, len(_FIRST_CHECKED)), resource)
+
+
+_FIRST_CHECKED = {"pods": 0, "cpu": 1, "memory": 2, "ephemeral-storage": 3}
 
 
 def _uid(pod: Pod) -> str:

@@ -86,7 +86,7 @@ func newNode(ctx context.Context, log logr.Logger, c *Case) (*node, error) {
 		return nil, fmt.Errorf("device manager start: %w", err)
 	}
 	for _, name := range sortedKeys(c.Devices) {
-		if err := n.dev.PluginConnected(ctx, name, stubPlugin{name}); err != nil {
+		if err := n.dev.PluginConnected(ctx, name, newStubPlugin(name, c.Devices[name])); err != nil {
 			return nil, err
 		}
 		n.dev.PluginListAndWatchReceiver(log, name, &pluginapi.ListAndWatchResponse{Devices: deviceList(c.Devices[name])})
