@@ -88,11 +88,11 @@ def make_certificates(directory: Path) -> None:
 class Process:
     """A child process in its own process group, its output in ``log``."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None):
+    def __init__(self, name: str, argv: Sequence[str], log: Path):
         self.name, self.argv, self.log = name, list(argv), log
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, env={**os.environ, **(env or {})})
+                                          start_new_session=True)
 
     @property
     def running(self) -> bool:
@@ -133,6 +133,7 @@ class ControlPlane:
         self.apiserver: Process | None = None
         self.api_port = 0
         self.etcd_port = 0
+        self._apiserver_args: list[str] = []
         atexit.register(self.stop)
 
     @property
@@ -153,7 +154,7 @@ class ControlPlane:
         (self.workdir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n'
                                                  f'{KUBE_SCHEDULER_TOKEN},system:kube-scheduler,kube-scheduler-uid\n')
         self.etcd_port, peer = free_port(), free_port()
-        self.etcd = self._spawn("etcd", [
+        self.etcd = self.spawn("etcd", [
             str(self.bin_dir / "etcd"), "--name", "e2e", "--data-dir", str(self.workdir / "etcd"),
             "--listen-client-urls", f"http://127.0.0.1:{self.etcd_port}",
             "--advertise-client-urls", f"http://127.0.0.1:{self.etcd_port}",
@@ -168,7 +169,7 @@ class ControlPlane:
     def start_apiserver(self) -> None:
         """(Re)start kube-apiserver on the same port and etcd; wait until it is ready."""
         c = self.certs
-        self.apiserver = self._spawn("kube-apiserver", [
+        self.apiserver = self.spawn("kube-apiserver", [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.api_port}",
@@ -200,14 +201,11 @@ class ControlPlane:
             process.stop()
         self.processes.clear()
 
-    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
-        process = Process(name, argv, self.workdir / f"{name}.log", env)
+    def spawn(self, name: str, argv: Sequence[str]) -> Process:
+        """Start a process that is stopped with the control plane, its output in ``<workdir>/<name>.log``."""
+        process = Process(name, argv, self.workdir / f"{name}.log")
         self.processes.append(process)
         return process
-
-    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
-        """Start another process stopped with the control plane (a toposched command, kube-scheduler)."""
-        return self._spawn(name, argv, env)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Wait until kube-apiserver answers /readyz with 200; fail with its log otherwise."""
@@ -281,5 +279,5 @@ class ControlPlane:
         document["clientConnection"] = {**(document.get("clientConnection") or {}), "kubeconfig": str(kubeconfig)}
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(document))
-        return self._spawn(name, [str(self.bin_dir / "kube-scheduler"), f"--config={path}", "--secure-port=0",
+        return self.spawn(name, [str(self.bin_dir / "kube-scheduler"), f"--config={path}", "--secure-port=0",
                                   f"--v={verbosity}"])
