@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __all__ = ["InputError", "ToposchedError"]
 
+_MAX_MESSAGE = 600
+
 
 class ToposchedError(Exception):
     """Base class of every error toposched raises on purpose."""
@@ -22,6 +24,8 @@ class InputError(ToposchedError, ValueError):
     """
 
     def __init__(self, message: str, *, field: str | None = None, source: str | None = None):
+        if len(message) > _MAX_MESSAGE:  # a hostile value quoted whole would flood the one line
+            message = message[: _MAX_MESSAGE // 2 - 3] + " ... " + message[-(_MAX_MESSAGE // 2 - 2):]
         super().__init__(message)
         self.message = message
         self.field = field

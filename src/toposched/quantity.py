@@ -8,6 +8,7 @@ exponent (e3, E-2). Values are exact :class:`fractions.Fraction` so nothing roun
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -30,29 +31,38 @@ _DECIMAL = {
 }
 _GRAMMAR = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
-# Larger than any real node (2^63 bytes is apimachinery's own ceiling for int64 values).
-_ABSURD = Fraction(2**63)
+# apimachinery keeps a quantity's milli-value in an int64: anything at or above 2^63 milli-units
+# (about 9.2e15 of the base unit, 8 PiB of memory) is refused, as no request or capacity is that big.
+_ABSURD = Fraction(2**63, 1000)
+# The longest quantity text read: Kubernetes' own quantities are far shorter.
+_MAX_TEXT = 64
 
 
 def parse_quantity(value: str | int | float, *, field: str | None = None) -> Fraction:
     """Parse a quantity into an exact Fraction; raise InputError quoting it when it is not one.
 
-    Negative and absurdly large (≥ 2^63) values are refused: no request or capacity is either.
+    Negative, non-finite and absurdly large (≥ 2^63 milli-units, as apimachinery's int64) values are refused: no request or capacity is either.
     """
     if isinstance(value, bool):
         raise InputError(f"quantity {value!r} is not a number", field=field)
     if isinstance(value, int):
+        if value.bit_length() > 64:
+            raise InputError("quantity of more than 19 digits is absurdly large (limit: 2^63 milli-units)", field=field)
         number = Fraction(value)
     elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"quantity {value!r} is not a finite number", field=field)
         number = Fraction(str(value))
     elif isinstance(value, str):
+        if len(value) > _MAX_TEXT:
+            raise InputError(f"quantity {value[:20]!r}... is longer than {_MAX_TEXT} characters (the limit)", field=field)
         number = _parse_text(value.strip(), field)
     else:
         raise InputError(f"quantity {value!r} is not a string or number", field=field)
     if number < 0:
         raise InputError(f"quantity {value!r} is negative", field=field)
     if number >= _ABSURD:
-        raise InputError(f"quantity {value!r} is absurdly large", field=field)
+        raise InputError(f"quantity {value!r} is absurdly large (limit: 2^63 milli-units)", field=field)
     return number
 
 

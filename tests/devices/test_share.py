@@ -161,10 +161,15 @@ def test_bad_requests_name_the_pod_and_the_resource(resources, field):
     assert err.value.field == field
 
 
+def _resources(requests: dict) -> dict:
+    # Extended resources cannot be overcommitted: the API server wants their limit equal to the request.
+    return {"requests": requests, "limits": {k: v for k, v in requests.items() if "/" in k}}
+
+
 def pod(name: str = "p", *, requests=None, annotations=None, init=None) -> Pod:
-    spec = {"containers": [{"name": "app", "resources": {"requests": requests or {}}}]}
+    spec = {"containers": [{"name": "app", "resources": _resources(requests or {})}]}
     if init:
-        spec["initContainers"] = [{"name": "init", "resources": {"requests": init}}]
+        spec["initContainers"] = [{"name": "init", "resources": _resources(init)}]
     return Pod.from_dict({"metadata": {"name": name, "annotations": annotations or {}}, "spec": spec})
 
 

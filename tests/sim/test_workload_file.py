@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import shared_path
 from toposched.errors import InputError
+from toposched.sim.hardware import KNOWN_GPU_MODELS
 from toposched.sim.model import SimPod
 from toposched.sim.synthetic import SyntheticConfig, generate_workload
 from toposched.sim.traces import read_alibaba_pods
@@ -113,9 +114,21 @@ def test_written_form_is_compact() -> None:
 
 _names = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12).filter(
     lambda s: s[0] != "-" and s[-1] != "-")
-_resources = st.dictionaries(
-    st.sampled_from(["cpu", "memory", "hugepages-2Mi", "nvidia.com/gpu", "koordinator.sh/gpu-core", "ephemeral-storage"]),
-    st.integers(0, 2**40), max_size=4)
+_OVERCOMMITTED = st.dictionaries(st.sampled_from(["cpu", "memory", "ephemeral-storage"]), st.integers(0, 2**40),
+                                 max_size=3)
+# Extended resources and hugepages cannot be overcommitted (the API server wants request == limit; whole pages).
+_EXACT = st.dictionaries(st.sampled_from(["hugepages-2Mi", "nvidia.com/gpu", "koordinator.sh/gpu-core"]),
+                         st.integers(0, 2**20), max_size=2).map(
+    lambda d: {k: v * 2**21 if k.startswith("hugepages-") else v for k, v in d.items()})
+
+
+@st.composite
+def _container(draw: st.DrawFn, name: str, restart_policy: str | None = None) -> Container:
+    """A container as the API server accepts it: requests at most the limits, exact resources given as limits."""
+    requests = draw(_OVERCOMMITTED)
+    limits = {k: v + draw(st.integers(0, 2**20)) for k, v in requests.items() if draw(st.booleans())}
+    limits.update(draw(_EXACT))
+    return Container(name, requests=requests, limits=limits, restart_policy=restart_policy)
 
 
 @st.composite
@@ -124,10 +137,10 @@ def sim_pods(draw: st.DrawFn) -> list[SimPod]:
     out = []
     for name in names:
         containers = tuple(
-            Container(cname, requests=draw(_resources), limits=draw(_resources))
+            draw(_container(cname))
             for cname in draw(st.lists(st.sampled_from(["main", "a", "b"]), min_size=1, max_size=2, unique=True))
         )
-        init = tuple(Container(f"init-{i}", requests=draw(_resources), restart_policy=draw(st.sampled_from([None, "Always"])))
+        init = tuple(draw(_container(f"init-{i}", draw(st.sampled_from([None, "Always"]))))
                      for i in range(draw(st.integers(0, 2))))
         pod = Pod(name, namespace=draw(st.sampled_from(["default", "ml"])), uid=draw(st.sampled_from([name, "u-" + name])),
                   containers=containers, init_containers=init,
@@ -135,7 +148,8 @@ def sim_pods(draw: st.DrawFn) -> list[SimPod]:
                   labels=draw(st.dictionaries(st.sampled_from(["app", "tier"]), _names, max_size=2)),
                   priority=draw(st.integers(-10, 10)))
         out.append(SimPod(pod, arrival=draw(st.floats(0, 1e7)), duration=draw(st.none() | st.floats(0, 1e7)),
-                          owner=draw(st.none() | _names), gpu_models=tuple(draw(st.lists(_names, max_size=2)))))
+                          owner=draw(st.none() | _names),
+                          gpu_models=tuple(draw(st.lists(st.sampled_from(KNOWN_GPU_MODELS), max_size=2, unique=True)))))
     return sorted(out, key=lambda p: p.arrival)
 
 

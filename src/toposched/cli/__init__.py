@@ -26,9 +26,11 @@ from toposched.cli.extender import extender  # noqa: E402
 from toposched.cli.scheduler import scheduler  # noqa: E402
 from toposched.cli.simulate import simulate  # noqa: E402
 
-app.command("simulate")(simulate)
-app.command("discover")(discover)
-app.command("explain")(explain)
+from toposched.cli.guard import one_line_errors  # noqa: E402
+
+app.command("simulate")(one_line_errors("simulate")(simulate))
+app.command("discover")(one_line_errors("discover")(discover))
+app.command("explain")(one_line_errors("explain")(explain))
 app.command("agent")(agent)
 app.command("scheduler")(scheduler)
 app.command("controller")(controller)

@@ -9,6 +9,7 @@ import typer
 
 from toposched.cli.cluster_common import KUBECONFIG, LOG_FORMAT, LOG_LEVEL, METRICS_ADDR, connect, fail, serving
 from toposched.errors import InputError
+from toposched.inputs import check_dns_subdomain, check_number_range
 from toposched.kube.agent.loop import FIELD_MANAGER, Agent, AgentStep
 from toposched.kube.ops import Metrics
 
@@ -39,6 +40,10 @@ def agent(
 ) -> None:
     """Run the node agent of NODE_NAME until SIGTERM (see docs/kube/agent.md)."""
     try:
+        # What the flags say is checked before anything connects (docs/inputs.md).
+        check_dns_subdomain(node_name, field="--node-name")
+        check_number_range(interval, 1.0, 86400.0, field="--interval")
+        check_number_range(period, 0.1, 86400.0, field="--period")
         client = connect(kubeconfig, FIELD_MANAGER)
         node_agent = Agent(client, node_name, sysfs_root=sysfs_root, kubelet_dir=kubelet_dir,
                            kubelet_config=kubelet_config, cgroup_root=cgroup_root, clock=time.monotonic,

@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 
 from toposched.errors import InputError, ToposchedError
+from toposched.inputs import check_dns_subdomain
 from toposched.kubelet.config import KubeletConfig
 from toposched.topology.model import Machine
 
@@ -128,6 +129,7 @@ def _render(machine: Machine, output: OutputFormat, node_name: str | None, confi
         name = node_name or machine.hostname or (platform.node() if local else None)
         if not name:
             raise InputError("the machine has no host name: give --node-name", field="--node-name")
+        check_dns_subdomain(name, field="--node-name" if node_name else "host name (give --node-name)")
         assert config is not None
         return yaml.safe_dump(node_report(machine, config, node_name=name), sort_keys=False, width=2**20)
     from toposched.topology.render import render_machine

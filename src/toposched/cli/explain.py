@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from toposched.errors import InputError
+from toposched.inputs import read_stdin_text
 from toposched.manifests import decode_documents, load_objects
 from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.intent import pod_intent
 from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.profile_setup import load_profile
 from toposched.scheduler.scheduler import Scheduler
@@ -24,14 +26,26 @@ __all__ = ["explain", "explain_files"]
 
 def explain_files(pod: Path, nodes: list[Path], nrts: list[Path], config: Path | None, profile: str | None) -> dict:
     """The explanation for the pod in ``pod`` against the nodes and reports in the files (the JSON shape)."""
-    pods = [Pod.from_dict(obj, where) for where, obj in load_objects(pod) if isinstance(obj, dict) and obj.get("kind", "Pod") == "Pod"]
-    if not pods:
+    found = [(where, Pod.from_dict(obj, where)) for where, obj in load_objects(pod)
+             if isinstance(obj, dict) and obj.get("kind", "Pod") == "Pod"]
+    if not found:
         raise InputError("no Pod object in file", source=str(pod))
+    try:
+        pod_intent(found[0][1])  # the pod's own annotations must be readable, whatever the nodes say
+    except InputError as err:
+        raise InputError(str(err), source=found[0][0]) from None
+    pods = [p for _, p in found]
     cluster = Cluster()
     for path in nodes:
-        for where, obj in load_objects(path, list_kinds=("NodeList",)):
+        objects = load_objects(path, list_kinds=("NodeList",))
+        if not any(isinstance(obj, dict) and obj.get("kind", "Node") == "Node" for _, obj in objects):
+            raise InputError("no Node object in file", source=str(path))
+        for where, obj in objects:
             if isinstance(obj, dict) and obj.get("kind", "Node") == "Node":
-                cluster.set_node(NodeSpec.from_dict(obj, where))
+                spec = NodeSpec.from_dict(obj, where)
+                if spec.name in cluster.nodes:
+                    raise InputError(f"node {spec.name} is given twice", field="metadata.name", source=where)
+                cluster.set_node(spec)
     for path in nrts:
         for report in _nrts(path):
             cluster.update_report(report, now=0.0)
@@ -47,7 +61,7 @@ def _nrts(path: Path) -> list:
         return load_nrts(path)
     source = "<stdin>"
     objects = []
-    for obj in decode_documents(sys.stdin.read(), source):
+    for obj in decode_documents(read_stdin_text(source=source), source):
         if isinstance(obj, dict) and obj.get("kind") in ("List", "NodeResourceTopologyList"):
             objects.extend(obj.get("items") or [])
         elif obj is not None:

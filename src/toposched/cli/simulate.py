@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from toposched.errors import InputError
+from toposched.inputs import check_int_range
 from toposched.sim.contenders import contender, contender_from_config
 from toposched.sim.fgd_experiment import (
     DEFAULT_FGD_SCHEDULERS,
@@ -26,7 +28,8 @@ from toposched.sim.fgd_experiment import (
 )
 from toposched.sim.metrics import reason_meaning
 from toposched.sim.report import write_report
-from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario
+from toposched.sim.limits import MAX_SEED
+from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario, sim_config
 
 __all__ = ["simulate", "summary_table"]
 
@@ -131,6 +134,9 @@ def simulate(
     """
     console = Console(stderr=True)
     try:
+        if seed is not None:
+            check_int_range(seed, 0, MAX_SEED, field="--seed")
+        _check_report_folder(report)
         loaded = _scenario(scenario, nodes, pods, seed, report_interval)
         fgd_seed = seed if seed is not None else FGD_SEED
         if (shuffle or runs > 1) and not fgd:
@@ -167,9 +173,14 @@ def simulate(
                 metrics = run_scenario(loaded, contenders, timer=timer, progress=progress)
             for task in tasks.values():
                 bar.update(task, completed=bar.tasks[task].total)
-        report.mkdir(parents=True, exist_ok=True)
-        (report / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        page = write_report(metrics, report, source=str(report / "metrics.json"))
+        try:
+            report.mkdir(parents=True, exist_ok=True)
+            (report / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n",
+                                                 encoding="utf-8")
+            page = write_report(metrics, report, source=str(report / "metrics.json"))
+        except OSError as exc:
+            raise InputError(f"cannot write the report: {exc.strerror or exc}", field="--report",
+                             source=str(exc.filename or report)) from None
     except InputError as err:
         typer.echo(f"toposched simulate: {err}", err=True)
         raise typer.Exit(1) from None
@@ -180,6 +191,21 @@ def simulate(
     out.print(f"report: {page}\nmetrics: {report / 'metrics.json'}")
 
 
+def _check_report_folder(report: Path) -> None:
+    """Refuse, before anything runs, a --report that is not a folder or cannot be made or written."""
+    if report.exists() and not report.is_dir():
+        raise InputError("exists and is not a folder", field="--report", source=str(report))
+    probe = report
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write under {probe}", field="--report", source=str(report))
+    if str(probe).startswith(("/proc", "/sys")):
+        raise InputError(f"{probe} is not a place for files", field="--report", source=str(report))
+
+
 def _scenario(path: Path | None, nodes: Path | None, pods: Path | None, seed: int | None,
               report_interval: float | None) -> Scenario:
     loaded = load_scenario(path, seed=seed)
@@ -188,5 +214,7 @@ def _scenario(path: Path | None, nodes: Path | None, pods: Path | None, seed: in
     if pods is not None:
         loaded = dataclasses.replace(loaded, pods=tuple(load_pods(pods)), name=f"{loaded.name}+{pods.stem}")
     if report_interval is not None:
-        loaded = dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, report_interval=report_interval))
+        fields = {f.name: getattr(loaded.config, f.name) for f in dataclasses.fields(loaded.config)}
+        loaded = dataclasses.replace(loaded, config=sim_config({**fields, "report_interval": report_interval},
+                                                               {"report_interval": "--report-interval"}))
     return loaded

@@ -8,7 +8,15 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
-from toposched.quantity import canonical_units
+from toposched.inputs import (
+    check_annotations,
+    check_dns_subdomain,
+    check_labels,
+    check_qualified_name,
+    check_resource_name,
+    is_extended_resource,
+)
+from toposched.quantity import canonical_units, parse_quantity
 from toposched.workload import Pod
 
 __all__ = ["NodeSpec", "Taint", "untolerated_taint"]
@@ -56,32 +64,68 @@ class NodeSpec:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         name = meta.get("name") if isinstance(meta, Mapping) else None
-        where = source or f"node {name}"
+        shown = name if isinstance(name, str) else "?"
+        where = source or f"node {shown[:253]}"
+        if not isinstance(meta, Mapping):
+            raise InputError(f"expected a mapping, got {type(meta).__name__}", field="metadata", source=where)
         if not name:
             raise InputError("the node has no name", field="metadata.name", source=where)
         try:
-            raw = status.get("allocatable") or status.get("capacity") or {}
-            if not isinstance(raw, Mapping):
-                raise InputError("expected a mapping of quantities", field="status.allocatable")
-            allocatable = {str(k): canonical_units(str(k), v, field=f"status.allocatable.{k}") for k, v in raw.items()}
+            check_dns_subdomain(name, field="metadata.name")
+            for part, value in (("spec", spec), ("status", status)):
+                if not isinstance(value, Mapping):
+                    raise InputError(f"expected a mapping, got {type(value).__name__}", field=part)
+            allocatable: dict[str, int] = {}
+            for key in ("capacity", "allocatable"):
+                raw = status.get(key)
+                if raw is None:
+                    continue
+                if not isinstance(raw, Mapping):
+                    raise InputError(f"expected a mapping of quantities, got {type(raw).__name__}", field=f"status.{key}")
+                values = {}
+                for k, v in raw.items():
+                    field = f"status.{key}.{str(k)[:80]}"
+                    check_resource_name(k, field=field)
+                    if is_extended_resource(k) and parse_quantity(v, field=field).denominator != 1:
+                        raise InputError(f"{v!r:.40} is not a whole number of {k}", field=field)
+                    values[k] = canonical_units(k, v, field=field)
+                if values:  # allocatable when given, else capacity
+                    allocatable = values
             taints = []
-            for i, t in enumerate(spec.get("taints") or []):
+            raw_taints = spec.get("taints") or []
+            if not isinstance(raw_taints, list):
+                raise InputError(f"expected a list, got {type(raw_taints).__name__}", field="spec.taints")
+            for i, t in enumerate(raw_taints):
                 if not isinstance(t, Mapping) or not t.get("key"):
                     raise InputError("a taint needs a key", field=f"spec.taints[{i}].key")
+                check_qualified_name(t["key"], field=f"spec.taints[{i}].key")
                 effect = t.get("effect", "NoSchedule")
                 if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-                    raise InputError(f"unknown effect {effect!r}", field=f"spec.taints[{i}].effect")
-                taints.append(Taint(str(t["key"]), str(t.get("value", "")), effect))
+                    raise InputError(f"unknown effect {effect!r:.40}", field=f"spec.taints[{i}].effect")
+                value = t.get("value", "")
+                if not isinstance(value, str):
+                    raise InputError(f"expected a string, got {type(value).__name__}", field=f"spec.taints[{i}].value")
+                taints.append(Taint(str(t["key"]), value, effect))
+            unschedulable = spec.get("unschedulable", False)
+            if unschedulable is None:
+                unschedulable = False
+            if not isinstance(unschedulable, bool):
+                raise InputError(f"{unschedulable!r:.40} is not true or false", field="spec.unschedulable")
             return cls(
-                name=str(name),
+                name=name,
                 allocatable=allocatable,
-                labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-                annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+                labels=check_labels(_plain(meta.get("labels")), field="metadata.labels"),
+                annotations=check_annotations(_plain(meta.get("annotations")), field="metadata.annotations"),
                 taints=tuple(taints),
-                unschedulable=bool(spec.get("unschedulable", False)),
+                unschedulable=unschedulable,
             )
         except InputError as err:
             raise err.with_source(where) from None
+
+
+def _plain(value: Any) -> Any:
+    """A Mapping as a dict (the checks take dicts); anything else unchanged."""
+    return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
 
 
 def untolerated_taint(node: NodeSpec, pod: Pod) -> Taint | None:

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from toposched.errors import InputError
+from toposched.inputs import check_yaml_aliases, read_file_bytes
 from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs, ResourceSpec
 
 __all__ = [
@@ -669,16 +670,22 @@ def _read(path_or_text: str | os.PathLike[str], source: str | None) -> tuple[str
     path = Path(path_or_text)
     where = source or str(path)
     try:
-        return path.read_text(encoding="utf-8"), where
+        data = read_file_bytes(path, source=where)  # a regular file under the size cap (toposched.inputs)
+    except InputError as err:
+        raise InputError(f"cannot read the file: {err.message.removeprefix('cannot read file: ')}", source=where) from None
+    try:
+        return data.decode("utf-8"), where
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", source=where) from None
-    except OSError as err:
-        raise InputError(f"cannot read the file: {err.strerror or err}", source=where) from None
 
 
 def _parse_yaml(text: str) -> Any:
     try:
+        # Aliases within toposched.inputs' budget only (no "billion laughs"); repeated keys are named below.
+        check_yaml_aliases(text)
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except (RecursionError, ValueError) as err:  # too deep, or an integer longer than Python converts
+        raise InputError(f"not valid YAML: {'nested too deeply' if isinstance(err, RecursionError) else err}") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

@@ -32,6 +32,7 @@ from toposched.devices.inventory import DeviceInventory
 from toposched.devices.resources import DeviceResourceMap
 from toposched.devices.share import GPU_MODEL_MEMORY
 from toposched.errors import InputError
+from toposched.sim.limits import MAX_SIM_NODES
 from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import canonical_units
@@ -471,6 +472,9 @@ def cluster_from_dict(data: Any, *, source: str = "<cluster spec>", base_dir: st
         except InputError as err:
             raise _in_entry(err, where, source) from None
     total = sum(count for count, _ in groups)
+    if total > MAX_SIM_NODES:
+        raise InputError(f"{total:,} nodes in all: more than {MAX_SIM_NODES:,} (the limit)", field="nodes",
+                         source=source)
     width = max(4, len(str(total)))
     nodes = []
     for count, make in groups:
@@ -487,6 +491,10 @@ def _in_entry(err: InputError, where: str, source: str) -> InputError:
     return InputError(message, field=field, source=source)
 
 
+# The GPU models a node may name: those whose memory is known, and the trace's undisclosed G1-G3.
+KNOWN_GPU_MODELS = (*GPU_MODEL_MEMORY, "G1", "G2", "G3")
+
+
 def _parse_entry(entry: Any, where: str, base_dir: Path) -> tuple[int, Any]:
     if not isinstance(entry, Mapping):
         raise InputError("a node group must be a mapping")
@@ -496,6 +504,8 @@ def _parse_entry(entry: Any, where: str, base_dir: Path) -> tuple[int, Any]:
         raise InputError(f"give exactly one of {', '.join(_SOURCE_KEYS)} (found {', '.join(given) or 'none'})")
     kind = given[0]
     count = _count(entry.get("count", 1), "count")
+    if count > MAX_SIM_NODES:
+        raise InputError(f"{count:,} nodes: more than {MAX_SIM_NODES:,} (the limit)", field="count")
     enforcement = str(entry.get("cpuEnforcement", CPU_ENFORCEMENT_KUBELET))
     _check_enforcement(enforcement)
     labels = {str(k): str(v) for k, v in _mapping(entry.get("labels"), "labels").items()}
@@ -513,6 +523,9 @@ def _parse_entry(entry: Any, where: str, base_dir: Path) -> tuple[int, Any]:
         label = f"{kind}:{entry[kind]}"
         base = default_kubelet_configuration(machine, plugins)
         gpu_model = entry.get("gpuModel")
+    if gpu_model is not None and (not isinstance(gpu_model, str) or gpu_model not in KNOWN_GPU_MODELS):
+        raise InputError(f"unknown GPU model {str(gpu_model)[:40]!r}; known: {', '.join(KNOWN_GPU_MODELS)}",
+                         field="gpuModel")
     if "kubeletConfig" in entry:
         base = _kubelet_file(base_dir / str(entry["kubeletConfig"]))
     config = _merged_kubelet(base, overrides, where)
@@ -539,6 +552,12 @@ def _kubelet_file(path: Path) -> Mapping[str, Any]:
 
 def _merged_kubelet(base: Mapping[str, Any], overrides: Mapping[str, Any], source: str) -> KubeletConfig:
     merged = {**base, **overrides}
+    reserved = merged.get("reservedSystemCPUs")
+    if isinstance(reserved, str) and reserved:
+        try:  # named here: KubeletConfig.from_dict reports a bad list under CPUSet's own field, "cpuset"
+            CPUSet.parse(reserved)
+        except InputError as err:
+            raise InputError(err.message, field="reservedSystemCPUs", source=source) from None
     return KubeletConfig.from_dict(merged, source=source)
 
 

@@ -20,6 +20,7 @@ source is ``<file>:<line>`` (1-based, the header is line 1) and whose field is t
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -27,8 +28,12 @@ from typing import Any
 
 from toposched.devices.share import GPU_MODEL_MEMORY
 from toposched.errors import InputError
+from toposched.inputs import check_dns_subdomain, read_file_text
 from toposched.kubelet import KubeletConfig
-from toposched.quantity import canonical_units
+from toposched.quantity import canonical_units, format_bytes
+from toposched.sim.limits import MAX_SIM_NODES
+from toposched.topology.hwloc import MAX_PUS
+from toposched.topology.nrt import MAX_DEVICES_PER_ZONE_RESOURCE
 from toposched.sim.hardware import (
     CPU_ENFORCEMENTS,
     build_machine,
@@ -199,11 +204,17 @@ def read_alibaba_nodes(
     for where, row in csv_rows(path, ALIBABA_NODE_COLUMNS, ALIBABA_NODE_COLUMNS):
         try:
             name = _name(row["sn"], names, "sn")
+            check_dns_subdomain(name, field="sn")
             cpu_milli = cell_int(row["cpu_milli"], "cpu_milli")
             if cpu_milli == 0 or cpu_milli % 1000:
                 raise InputError(f"{cpu_milli} is not a positive whole number of CPUs in millicores", field="cpu_milli")
+            if cpu_milli > MAX_PUS * 1000:
+                raise InputError(f"{cpu_milli // 1000:,} CPUs: more than {MAX_PUS:,} in one machine (the limit)",
+                                 field="cpu_milli")
             memory = cell_int(row["memory_mib"], "memory_mib") * _MIB
             gpus = cell_int(row["gpu"], "gpu")
+            if gpus > MAX_DEVICES_PER_ZONE_RESOURCE:
+                raise InputError(f"{gpus:,} GPUs: more than {MAX_DEVICES_PER_ZONE_RESOURCE:,} (the limit)", field="gpu")
             model = row["model"].strip()
             if gpus and model not in GPU_MODELS:
                 raise InputError(f"unknown GPU model {model!r}; known: {', '.join(GPU_MODELS)}", field="model")
@@ -240,7 +251,10 @@ def read_node_csv(path: str | os.PathLike[str], *, gpu_memory: Mapping[str, int]
             name = row["name"].strip()
             if not name:
                 raise InputError("a node needs a name", field="name")
+            check_dns_subdomain(name, field="name")
             cpus = cell_int(row["cpus"], "cpus")
+            if cpus > MAX_PUS:
+                raise InputError(f"{cpus:,} CPUs: more than {MAX_PUS:,} in one machine (the limit)", field="cpus")
             if not row["memory"].strip():
                 raise InputError("the memory is empty", field="memory")
             memory = canonical_units("memory", row["memory"].strip(), field="memory")
@@ -251,6 +265,14 @@ def read_node_csv(path: str | os.PathLike[str], *, gpu_memory: Mapping[str, int]
                 raise InputError("a node with GPUs needs a gpu_model", field="gpu_model")
             hugepages = {size: pages for size, column in ((_GIB, "hugepages_1Gi"), (2 * _MIB, "hugepages_2Mi"))
                          if (pages := _optional(row, column, 0))}
+            if sum(size * pages for size, pages in hugepages.items()) > memory:
+                raise InputError(f"the hugepages ({', '.join(f'{p:,} x {format_bytes(z)}' for z, p in hugepages.items())}) "
+                                 f"need more than the node's memory {format_bytes(memory)}",
+                                 field="hugepages_1Gi" if _GIB in hugepages else "hugepages_2Mi")
+            for column, limit in (("count", MAX_SIM_NODES), ("gpus", MAX_DEVICES_PER_ZONE_RESOURCE),
+                                  ("rdma_nics", MAX_DEVICES_PER_ZONE_RESOURCE)):
+                if _optional(row, column, 0) > limit:
+                    raise InputError(f"{_optional(row, column, 0):,} is above {limit:,} (the limit)", field=column)
             machine = trace_machine(
                 cpus, memory, gpus=gpus, gpu_model=model, numa=_optional(row, "numa", None),
                 sockets=_optional(row, "sockets", None), threads_per_core=_optional(row, "threads_per_core", None),
@@ -300,17 +322,13 @@ def _header(path: str | os.PathLike[str]) -> list[str]:
 
 def _csv_lines(path: str | os.PathLike[str], *, header_only: bool = False) -> Iterator[tuple[int, list[str]]]:
     source = os.fspath(path)
+    text = read_file_text(source)  # a regular file under the size cap (toposched.inputs)
     try:
-        with open(source, newline="", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            for row in reader:
-                yield reader.line_num, row
-                if header_only:
-                    return
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", source=source) from None
-    except UnicodeDecodeError:
-        raise InputError("file is not UTF-8 text", source=source) from None
+        reader = csv.reader(io.StringIO(text, newline=""))
+        for row in reader:
+            yield reader.line_num, row
+            if header_only:
+                return
     except csv.Error as exc:
         raise InputError(f"malformed CSV: {exc}", source=source) from None
 
@@ -345,13 +363,19 @@ def csv_rows(path: str | os.PathLike[str], known: Iterable[str], required: Itera
         yield where, dict(zip(header, cells))
 
 
+# The largest integer a cell may hold (15 digits): far above any count, millicore or MiB figure.
+MAX_CELL_INT = 10**15 - 1
+
+
 def cell_int(text: str, field: str) -> int:
-    """A CSV cell holding a non-negative integer; InputError naming ``field`` otherwise."""
+    """A CSV cell holding a non-negative integer up to :data:`MAX_CELL_INT`; InputError naming ``field`` otherwise."""
     value = text.strip()
-    if not value.lstrip("+").isdigit():
+    if not value.lstrip("+").isascii() or not value.lstrip("+").isdigit():
         if value.startswith("-") and value[1:].isdigit():
-            raise InputError(f"{value} is negative", field=field)
-        raise InputError(f"{value!r} is not a non-negative integer", field=field)
+            raise InputError(f"{value[:40]} is negative", field=field)
+        raise InputError(f"{value[:40]!r} is not a non-negative integer", field=field)
+    if len(value.lstrip("+").lstrip("0")) > 15:
+        raise InputError(f"{value[:20]}... is above {MAX_CELL_INT:,} (the limit)", field=field)
     return int(value)
 
 

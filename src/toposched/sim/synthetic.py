@@ -35,6 +35,7 @@ from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.scheduler.intent import DEVICE_SCOPE_ANNOTATION, NUMA_POLICY_ANNOTATION
+from toposched.sim.limits import MAX_HORIZON, MAX_SIM_PODS
 from toposched.sim.model import SimNode, SimPod
 from toposched.workload import Container, Pod, Toleration
 
@@ -126,13 +127,23 @@ class SyntheticConfig:
 
     def _check(self) -> None:
         _int_at_least(self.pods, 0, "pods")
+        _at_most(self.pods, MAX_SIM_PODS, "pods")
         _int_at_least(self.controllers, 1, "controllers")
+        _at_most(self.controllers, _MAX_CONTROLLERS, "controllers")
         for name in ("training_cpus_per_gpu", "training_memory_per_gpu_gib", "training_gpus_per_hca"):
             _int_at_least(getattr(self, name), 1, name)
+            _at_most(getattr(self, name), _MAX_TABLE_VALUE, name)
         for name in ("rate_start", "rate_end"):
             _positive(getattr(self, name), name)
+            if not _MIN_RATE <= getattr(self, name) <= _MAX_RATE:
+                raise InputError(f"{getattr(self, name)!r} pods/s is out of range [{_MIN_RATE:g}, {_MAX_RATE:g}] "
+                                 "(the limit)", field=name)
         _non_negative(self.start, "start")
+        _at_most(self.start, MAX_HORIZON, "start")
         _non_negative(self.duration_sigma, "duration_sigma")
+        _at_most(self.duration_sigma, _MAX_SIGMA, "duration_sigma")
+        if not isinstance(self.namespace, str):
+            raise InputError(f"{self.namespace!r:.40} is not a string", field="namespace")
         for name in ("latency_hugepages_fraction",):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -142,12 +153,14 @@ class SyntheticConfig:
             raise InputError(f"unknown pod kinds {unknown}; known: {', '.join(POD_KINDS)}", field="mix")
         for kind, weight in self.mix.items():
             _non_negative(weight, f"mix.{kind}")
+            _at_most(weight, _MAX_WEIGHT, f"mix.{kind}")
         if not sum(self.mix.values()) > 0:
             raise InputError("the weights add up to 0: no pod kind can be drawn", field="mix")
         for kind in self.kinds:
             if kind not in self.duration_median:
                 raise InputError(f"no median run time for {kind} pods", field="duration_median")
             _positive(self.duration_median[kind], f"duration_median.{kind}")
+            _at_most(self.duration_median[kind], MAX_HORIZON, f"duration_median.{kind}")
         for name in self.__dataclass_fields__:
             if name.endswith("_table"):
                 _check_table(getattr(self, name), name)
@@ -298,13 +311,29 @@ def saturation_rate(config: SyntheticConfig, nodes: Sequence[SimNode]) -> float:
 def ramp_past_saturation(config: SyntheticConfig, nodes: Sequence[SimNode], *, start: float = 0.5,
                          end: float = 2.0) -> SyntheticConfig:
     """``config`` with its arrival rate ramping from ``start`` to ``end`` times the cluster's saturation rate."""
-    _positive(start, "start")
-    _positive(end, "end")
+    for name, value in (("ramp.start", start), ("ramp.end", end)):
+        _positive(value, name)
+        _at_most(value, _MAX_RAMP, name)
     rate = saturation_rate(config, nodes)
     return replace(config, rate_start=start * rate, rate_end=end * rate)
 
 
 # ---- checks --------------------------------------------------------------------------------------
+
+
+# Bounds on the generator's parameters (with toposched.sim.limits): far above any sensible
+# setting, low enough that a draw never overflows or runs away.
+_MAX_CONTROLLERS = 100_000
+_MAX_TABLE_VALUE = 1_000_000
+_MAX_WEIGHT = 1e9
+_MIN_RATE, _MAX_RATE = 1e-3, 1e5  # pods per second
+_MAX_RAMP = 100.0  # multiples of the saturation rate
+_MAX_SIGMA = 10.0  # of a log-normal run time: e^(10*4) is already beyond any horizon
+
+
+def _at_most(value: Any, high: float, name: str) -> None:
+    if value > high:
+        raise InputError(f"{value!r:.40} is above {high:,g} (the limit)", field=name)
 
 
 def _int_at_least(value: Any, low: int, name: str) -> None:
@@ -335,6 +364,8 @@ def _check_table(table: Any, name: str) -> None:
         if not isinstance(entry, Sequence) or len(entry) != 2:
             raise InputError(f"{entry!r} is not a (value, weight) pair", field=name)
         _int_at_least(entry[0], 1, name)
+        _at_most(entry[0], _MAX_TABLE_VALUE, name)
         _non_negative(entry[1], name)
+        _at_most(entry[1], _MAX_WEIGHT, name)
     if not sum(w for _, w in table) > 0:
         raise InputError("the weights add up to 0", field=name)

@@ -32,6 +32,8 @@ from collections.abc import Iterable
 
 from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU, GPURequest
 from toposched.errors import InputError
+from toposched.inputs import check_dns_subdomain
+from toposched.sim.limits import MAX_HORIZON
 from toposched.sim.model import SimPod
 from toposched.sim.nodes_csv import GPU_MODELS, cell_int, csv_rows
 from toposched.workload import Container, Pod
@@ -100,6 +102,7 @@ def _pod(row: dict[str, str], index: int, namespace: str, as_guaranteed: frozens
     name = row["name"].strip()
     if not name:
         raise InputError("the pod has no name", field="name")
+    check_dns_subdomain(name, field="name")
     if name in names:
         raise InputError(f"pod {name!r} is listed twice", field="name")
     names.add(name)
@@ -172,6 +175,9 @@ def _time(row: dict[str, str], column: str) -> float | None:
         return None
     if not _NUMBER.fullmatch(text):
         if text.startswith("-"):
-            raise InputError(f"{text} is negative", field=column)
-        raise InputError(f"{text!r} is not a number of seconds", field=column)
-    return float(text)
+            raise InputError(f"{text[:40]} is negative", field=column)
+        raise InputError(f"{text[:40]!r} is not a number of seconds", field=column)
+    value = float(text)
+    if not value <= MAX_HORIZON:
+        raise InputError(f"{text[:40]} seconds is above {MAX_HORIZON:g} (the limit)", field=column)
+    return value

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from toposched.errors import InputError
+from toposched.sim.limits import MAX_HORIZON, MAX_SIM_PODS
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import format_bytes, format_cpu
 from toposched.sim.model import SimPod
@@ -74,6 +75,8 @@ def workload_from_dict(data: Any, *, source: str = "<workload>") -> list[SimPod]
         where = f"pods[{i}]"
         try:
             for sim_pod in _entry(entry):
+                if len(pods) >= MAX_SIM_PODS:
+                    raise InputError(f"more than {MAX_SIM_PODS:,} pods (the limit)", field="count")
                 if sim_pod.pod.key in seen:
                     raise InputError(f"pod {sim_pod.pod.key} is listed twice", field="name")
                 seen.add(sim_pod.pod.key)
@@ -97,6 +100,8 @@ def _entry(entry: Any) -> list[SimPod]:
     count = entry.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise InputError(f"{count!r} is not a positive integer", field="count")
+    if count > MAX_SIM_PODS:
+        raise InputError(f"{count:,} replicas: more than {MAX_SIM_PODS:,} pods (the limit)", field="count")
     arrival = _seconds(entry.get("arrival", 0), "arrival")
     interval = _seconds(entry.get("interval", 0), "interval")
     duration = None if entry.get("duration") is None else _seconds(entry["duration"], "duration")
@@ -106,6 +111,11 @@ def _entry(entry: Any) -> list[SimPod]:
     models = entry.get("gpuModels", [])
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
         raise InputError("expected a list of GPU model names", field="gpuModels")
+    from toposched.sim.hardware import KNOWN_GPU_MODELS
+
+    for model in models:
+        if model not in KNOWN_GPU_MODELS:
+            raise InputError(f"unknown GPU model {model[:40]!r}; known: {', '.join(KNOWN_GPU_MODELS)}", field="gpuModels")
     if "containers" in entry and ("requests" in entry or "limits" in entry):
         raise InputError("give either requests/limits or containers, not both", field="containers")
     containers = entry.get("containers")
@@ -140,7 +150,9 @@ def _entry(entry: Any) -> list[SimPod]:
 
 def _seconds(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"{value!r} is not a non-negative number of seconds", field=field)
+        raise InputError(f"{value!r:.40} is not a non-negative number of seconds", field=field)
+    if value > MAX_HORIZON:
+        raise InputError(f"{value!r:.40} seconds is above {MAX_HORIZON:g} (the limit)", field=field)
     return float(value)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from xml.parsers.expat import ErrorString
 
 from toposched.errors import InputError
+from toposched.inputs import read_file_bytes
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, LogicalCPU, Machine, NUMANode, classify_pci_class
 
@@ -100,10 +101,10 @@ def read_hwloc_xml(source: str | os.PathLike[str] | bytes) -> Machine:
     else:
         name = os.fspath(source)
         try:
-            with open(name, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise InputError(f"cannot read the file: {exc.strerror or exc}", field="file", source=name) from None
+            data = read_file_bytes(name)  # a regular file under the size cap: never a FIFO or /dev/zero
+        except InputError as exc:
+            raise InputError(f"cannot read the file: {exc.message.removeprefix('cannot read file: ')}", field="file",
+                             source=name) from None
     try:
         return _Reader(data).machine()
     except InputError as exc:
@@ -113,10 +114,21 @@ def read_hwloc_xml(source: str | os.PathLike[str] | bytes) -> Machine:
 # ---- small parsers ------------------------------------------------------------------------------
 
 
+# The most logical CPUs one machine may have: Linux's NR_CPUS tops out at 8192 (the limit, named in errors).
+MAX_PUS = 8192
+# Objects of one topology (PUs, cores, caches, bridges, devices...): far above any real machine's.
+MAX_OBJECTS = 200_000
+_MAX_BITMAP_WORDS = MAX_CPU_ID // 32 + 1
+
+
 def _bitmap(text: str, field: str) -> int:
     """Parse hwloc's bitmap syntax: comma-separated 32-bit hex words, most significant first."""
     value = 0
-    for word in text.strip().split(","):
+    words = text.strip().split(",")
+    if len(words) > _MAX_BITMAP_WORDS:
+        raise InputError(f"a bitmap of {len(words):,} words: more than {_MAX_BITMAP_WORDS:,} (CPU ids stop at "
+                         f"{MAX_CPU_ID - 1}; the limit)", field=field)
+    for word in words:
         if word == "":
             value <<= 32
             continue
@@ -310,8 +322,13 @@ class _Reader:
             self.objs.append(obj)
             if parent is not None:
                 self._check_parent(obj, parent, not_normal)
+            if len(self.objs) > MAX_OBJECTS:
+                raise InputError(f"more than {MAX_OBJECTS:,} objects (the limit)", field="topology.object")
             if type_ == "PU":
                 self.pus.append(obj)
+                if len(self.pus) > MAX_PUS:
+                    raise InputError(f"more than {MAX_PUS:,} PUs: no machine has that many logical CPUs (the limit)",
+                                     field="PU")
             elif type_ == "NUMANode":
                 self.numas.append(obj)
                 if self.v2:
@@ -347,6 +364,9 @@ class _Reader:
         if cpuset is None:
             raise InputError("is missing", field=f"{pu.label()}.cpuset")
         online = bool(cpuset >> cpu & 1)
+        if cpuset and not online:
+            # hwloc writes a PU's own bit into its cpuset; an empty cpuset (hwloc 1.x) marks it offline.
+            raise InputError(f"the cpuset of PU {cpu} does not hold CPU {cpu}", field=f"{pu.label()}.cpuset")
         if not self.v2 and online:
             # hwloc 1.x could keep offline PUs when asked for the whole system; it said so here.
             online_set = pu.set_("online_cpuset")

@@ -25,6 +25,7 @@ from typing import Any
 
 
 from toposched.errors import InputError
+from toposched.inputs import check_dns_subdomain, check_resource_name
 from toposched.manifests import load_objects
 from toposched.quantity import canonical_units, format_bytes, parse_quantity
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
@@ -69,8 +70,12 @@ SCOPE_ATTRIBUTE = "topologyManagerScope"
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
 
+# Zones of one object: Linux has at most 1024 NUMA nodes (NODES_SHIFT 10); sockets, dies and cores add some.
+MAX_ZONES = 8192
 # Well above any real node; keeps a hostile object from making us build millions of devices.
 MAX_DEVICES_PER_ZONE_RESOURCE = 4096
+# Devices of one machine in all (a node with 8 GPUs and 8 NICs has 16).
+MAX_DEVICES = 16384
 _INT64_MAX = 2**63 - 1
 _ZONE_NAME = re.compile(r"node-([0-9]+)")
 _HUGEPAGES_PREFIX = "hugepages-"
@@ -349,18 +354,28 @@ def parse_nrt(obj: Mapping[str, Any], source: str | None = None) -> NodeResource
 
     meta = r.mapping(meta, "metadata")
     name = r.string(meta.get("name"), "metadata.name", what="object name")
+    try:
+        check_dns_subdomain(name, field="metadata.name")
+    except InputError as exc:
+        raise r.fail(exc.message, "metadata.name") from None
     labels = r.string_map(meta.get("labels") or {}, "metadata.labels")
     annotations = r.string_map(meta.get("annotations") or {}, "metadata.annotations")
     passthrough = {k: v for k, v in meta.items() if k not in ("name", "labels", "annotations")}
 
     policies = []
     for i, p in enumerate(r.sequence(obj.get("topologyPolicies"), "topologyPolicies")):
-        policies.append(r.string(p, f"topologyPolicies[{i}]", what="policy"))
+        policies.append(r.string(p, f"topologyPolicies[{i}]", what="policy"))  # free text upstream
     attributes = r.attributes(obj.get("attributes"), "attributes")
+    for attribute, known in ((POLICY_ATTRIBUTE, TOPOLOGY_MANAGER_POLICIES), (SCOPE_ATTRIBUTE, TOPOLOGY_MANAGER_SCOPES)):
+        value = attributes.get(attribute)
+        if value is not None and value not in known:
+            raise r.fail(f"{attribute} {value[:60]!r} is not one of {', '.join(known)}", f"attributes.{attribute}")
 
     if "zones" not in obj or obj["zones"] is None:
         raise r.fail("zones is missing", "zones")
     raw_zones = r.sequence(obj["zones"], "zones")
+    if len(raw_zones) > MAX_ZONES:
+        raise r.fail(f"{len(raw_zones):,} zones: more than {MAX_ZONES:,} (the limit)", "zones")
     zones = [_parse_zone(r, z, f"zones[{i}]") for i, z in enumerate(raw_zones)]
     _check_zone_references(r, zones)
     return NodeResourceTopology(
@@ -410,12 +425,20 @@ def _parse_zone(r: _Reader, raw: Any, path: str) -> Zone:
         if rname in seen:
             raise r.fail(f"resource {rname} is listed twice (resources[{seen[rname]}] and [{i}])", f"{here}.name")
         seen[rname] = i
+        try:
+            check_resource_name(rname, field=f"{here}.name")
+        except InputError as exc:
+            raise r.fail(exc.message, f"{here}.name") from None
         if rname.startswith(_HUGEPAGES_PREFIX):
             try:
                 _hugepage_size(rname, field=f"{here}.name")
             except InputError as exc:
                 raise r.fail(exc.message, f"{here}.name") from None
         values = [r.quantity(rname, item.get(key), f"{here}.{key}") for key in ("capacity", "allocatable", "available")]
+        for key, value in (("allocatable", values[1]), ("available", values[2])):
+            if value > values[0]:
+                raise r.fail(f"{key} {item.get(key)!r:.40} is above the capacity {item.get('capacity')!r:.40}",
+                             f"{here}.{key}")
         resources.append(ResourceInfo(rname, *values))
     return Zone(name, ztype, parent, costs, attributes, tuple(resources))
 
@@ -576,6 +599,9 @@ def machine_from_nrt(nrt: NodeResourceTopology) -> Machine:
                 if res.capacity > MAX_DEVICES_PER_ZONE_RESOURCE:
                     raise InputError(f"{res.name} capacity {res.capacity} is absurd "
                                      f"(more than {MAX_DEVICES_PER_ZONE_RESOURCE} devices)",
+                                     field=f"{path}.capacity", source=origin)
+                if len(devices) + res.capacity > MAX_DEVICES:
+                    raise InputError(f"more than {MAX_DEVICES:,} devices in all (the limit)",
                                      field=f"{path}.capacity", source=origin)
                 kind = device_kind_of_resource(res.name)
                 devices.extend(

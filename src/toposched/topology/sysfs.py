@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from toposched.errors import InputError
+from toposched.inputs import MAX_SYSFS_FILE_BYTES, read_within
 from toposched.topology.cpuset import CPUSet
 from toposched.topology.model import Device, LogicalCPU, Machine, NUMANode, classify_pci_class
 
@@ -116,13 +117,10 @@ class _Tree:
 
     def _follow_flat(self, real: str) -> str | None:
         """If ``real`` is a flattened link file, the real path it points at (one hop)."""
-        try:
-            if os.path.getsize(real) > 4096:
-                return None
-            with open(real, "rb") as fh:
-                text = fh.read().decode("utf-8", "replace").strip().strip("\x00")
-        except OSError:
+        data = read_within(self.root, real, limit=4096)
+        if data is None:
             return None
+        text = data.decode("utf-8", "replace").strip().strip("\x00")
         if not _FLAT_LINK.fullmatch(text):
             return None
         target = os.path.normpath(os.path.join(os.path.dirname(real), text))
@@ -140,7 +138,9 @@ class _Tree:
         while candidate is not None and hops < 8:  # a bounded number of hops guards against link loops
             if os.path.isdir(candidate):
                 real = os.path.realpath(candidate) if os.path.islink(candidate) else candidate
-                result = real if self._inside(real) else None
+                if not self._inside(os.path.realpath(real)):
+                    raise InputError(f"leads out of the snapshot, to {real}", field=base, source=candidate)
+                result = real
                 break
             candidate = self._follow_flat(candidate) if os.path.isfile(candidate) else None
             hops += 1
@@ -153,21 +153,23 @@ class _Tree:
 
     def read(self, rel: str) -> str | None:
         """The stripped text of a file, or None when it is missing, unreadable or a directory."""
-        try:
-            with open(self._prefix + rel, "rb") as fh:
-                data = fh.read()
-        except (FileNotFoundError, NotADirectoryError):
+        # Only regular files that resolve inside the root are read (read_within): a snapshot's link
+        # to /dev/zero, a FIFO or a file past MAX_SYSFS_FILE_BYTES reads as absent.
+        data = read_within(self.root, self._prefix + rel)
+        if data is None:
+            if os.path.lexists(self._prefix + rel):
+                real = os.path.realpath(self._prefix + rel)
+                if os.path.exists(real) and not os.path.isdir(real):
+                    raise InputError("is not a regular file inside the snapshot (a link out of it, a FIFO, a device "
+                                     f"or larger than {MAX_SYSFS_FILE_BYTES:,} bytes)", field=rel.rpartition("/")[2],
+                                     source=self._prefix + rel)
             parent_rel, _, base = rel.rpartition("/")
             parent = self.real_dir(parent_rel)
             if parent is None or parent == self.path(parent_rel):
                 return None
-            try:
-                with open(os.path.join(parent, base), "rb") as fh:
-                    data = fh.read()
-            except OSError:
+            data = read_within(self.root, os.path.join(parent, base))
+            if data is None:
                 return None
-        except OSError:
-            return None
         # Some snapshot tools keep the kernel's trailing NUL; it is never part of the value.
         return data.decode("utf-8", "replace").replace("\x00", "").strip()
 
@@ -333,7 +335,7 @@ def _read_cpus(tree: _Tree) -> _Cpus:
         if sib is not None:
             siblings[cpu] = (sib & online) | CPUSet([cpu])
             sibling_source[cpu] = f"{topo}/{sib_name}"
-        elif "core_id" in files:
+        if "core_id" in files:
             core_id = _non_negative(_int(tree, f"{topo}/core_id", "core_id"), tree, f"{topo}/core_id", "core_id")
             if core_id is not None:
                 core_key[cpu] = (socket_of[cpu], core_id)
@@ -352,9 +354,12 @@ def _assign_cores(
     core_key: dict[int, tuple[int, int]],
     socket_of: dict[int, int],
 ) -> dict[int, int]:
-    """Core id of every online CPU: the lowest online CPU id among its siblings.
+    """Core id of every online CPU: the lowest online CPU id of its core.
 
-    Siblings must agree: CPU a listing b means b lists the same set, in the same package.
+    A core is the CPUs with the same package and ``core_id``, as cAdvisor groups them and so the
+    kubelet sees them (AMD Bulldozer's compute units are thread siblings with their own
+    ``core_id``: one-thread cores); CPUs without ``core_id`` follow their sibling lists. Siblings
+    must agree: CPU a listing b means b lists the same set, in the same package.
     """
     core_of: dict[int, int] = {}
     for cpu, sib in siblings.items():
@@ -373,15 +378,17 @@ def _assign_cores(
                     field="physical_package_id",
                     source=tree.path(rel.rpartition("/")[0] + "/physical_package_id"),
                 )
-        core_of[cpu] = min(sib)
-    # Fallback when a kernel exports no sibling files: group by (package, core_id), as cAdvisor does.
+        if cpu not in core_key:
+            core_of[cpu] = min(sib)
     lowest: dict[tuple[int, int], int] = {}
     for cpu in online:
         if cpu not in core_of and cpu in core_key:
             lowest.setdefault(core_key[cpu], cpu)
     for cpu in online:
-        if cpu not in core_of:
-            core_of[cpu] = lowest[core_key[cpu]] if cpu in core_key else cpu
+        if cpu in core_key:
+            core_of[cpu] = lowest[core_key[cpu]]
+        elif cpu not in core_of:
+            core_of[cpu] = cpu
     return core_of
 
 

@@ -12,7 +12,18 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
-from toposched.quantity import canonical_units
+from toposched.inputs import (
+    MAX_CONTAINERS,
+    check_annotations,
+    check_dns_label,
+    check_dns_subdomain,
+    check_labels,
+    check_resource_name,
+    check_string_map,
+    hugepage_size,
+    is_extended_resource,
+)
+from toposched.quantity import canonical_units, parse_quantity
 
 __all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "Container", "Pod", "Toleration", "add_resources", "max_resources"]
 
@@ -217,42 +228,88 @@ class Pod:
             raise InputError("a pod must be a mapping", source=source)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
-            raise InputError("metadata and spec must be mappings", field="metadata/spec", source=source)
-        name = meta.get("name") or meta.get("generateName") or ""
-        namespace = meta.get("namespace") or "default"
-        where = source or f"pod {namespace}/{name}"
-        if not name:
+        if not isinstance(meta, Mapping):
+            raise InputError(f"expected a mapping, got {type(meta).__name__}", field="metadata", source=source)
+        if not isinstance(spec, Mapping):
+            raise InputError(f"expected a mapping, got {type(spec).__name__}", field="spec", source=source)
+        raw_name = meta.get("name") or meta.get("generateName") or ""
+        raw_namespace = meta.get("namespace") or "default"
+        name = raw_name if isinstance(raw_name, str) else "?"
+        namespace = raw_namespace if isinstance(raw_namespace, str) else "?"
+        where = source or f"pod {namespace[:63]}/{name[:253]}"
+        if not raw_name:
             raise InputError("the pod has no name", field="metadata.name", source=where)
+        label = f"pod {namespace[:63]}/{name[:253]}"
         try:
+            if meta.get("name"):
+                check_dns_subdomain(raw_name, field="metadata.name")
+            else:
+                check_dns_subdomain(str(raw_name).rstrip("-") + "x" if isinstance(raw_name, str) else raw_name,
+                                    field="metadata.generateName")
+            check_dns_label(raw_namespace, field="metadata.namespace")
+            uid = meta.get("uid") or ""
+            if not isinstance(uid, str) or len(uid) > 128:
+                raise InputError(f"{uid!r:.60} is not a UID string", field="metadata.uid")
+            if spec.get("containers") is None:
+                raise InputError("a pod needs at least one container", field="spec.containers")
             containers = _containers(spec.get("containers"), "spec.containers")
+            if not containers:
+                raise InputError("a pod needs at least one container", field="spec.containers")
             init = _containers(spec.get("initContainers"), "spec.initContainers")
+            if len(containers) + len(init) > MAX_CONTAINERS:
+                raise InputError(f"more than {MAX_CONTAINERS} containers (the limit)", field="spec.containers")
             overhead = _resources(spec.get("overhead"), "spec.overhead")
-            tolerations = tuple(
-                Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("value", "")),
-                           str(t.get("effect", "")))
-                for t in _list(spec.get("tolerations"), "spec.tolerations")
-            )
+            tolerations = tuple(_toleration(t, f"spec.tolerations[{i}]")
+                                for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")))
             priority = spec.get("priority") or 0
-            if not isinstance(priority, int):
-                raise InputError(f"{priority!r} is not an integer", field="spec.priority")
+            if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+                raise InputError(f"{priority!r:.60} is not a 32-bit integer", field="spec.priority")
+            node_name = spec.get("nodeName") or None
+            if node_name is not None:
+                check_dns_subdomain(node_name, field="spec.nodeName")
+            scheduler_name = spec.get("schedulerName") or "default-scheduler"
+            if not isinstance(scheduler_name, str):
+                raise InputError(f"expected a string, got {type(scheduler_name).__name__}", field="spec.schedulerName")
             return cls(
-                name=str(name),
-                namespace=str(namespace),
-                uid=str(meta.get("uid") or ""),
+                name=str(raw_name),
+                namespace=str(raw_namespace),
+                uid=uid,
                 containers=containers,
                 init_containers=init,
-                annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
-                labels=_str_map(meta.get("labels"), "metadata.labels"),
-                node_name=spec.get("nodeName") or None,
-                scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+                annotations=check_annotations(_plain(meta.get("annotations")), field="metadata.annotations"),
+                labels=check_labels(_plain(meta.get("labels")), field="metadata.labels"),
+                node_name=node_name,
+                scheduler_name=scheduler_name,
                 priority=priority,
                 overhead=overhead,
-                node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+                node_selector=check_string_map(_plain(spec.get("nodeSelector")), field="spec.nodeSelector"),
                 tolerations=tolerations,
             )
         except InputError as err:
+            if err.source is not None and err.source.startswith("pod "):
+                err.source = None
+            if source and not err.source:
+                err.source = f"{source}: {label}"
             raise err.with_source(where) from None
+
+
+def _plain(value: Any) -> Any:
+    """A Mapping as a dict (the checks take dicts); anything else unchanged."""
+    return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
+
+
+def _toleration(t: Mapping[str, Any], path: str) -> Toleration:
+    values = {}
+    for key, default in (("key", ""), ("operator", "Equal"), ("value", ""), ("effect", "")):
+        value = t.get(key, default)
+        if value is None:
+            value = default
+        if not isinstance(value, str):
+            raise InputError(f"expected a string, got {type(value).__name__}", field=f"{path}.{key}")
+        values[key] = value
+    if values["operator"] not in ("Equal", "Exists"):
+        raise InputError(f"operator {values['operator'][:40]!r} is not Equal or Exists", field=f"{path}.operator")
+    return Toleration(values["key"], values["operator"], values["value"], values["effect"])
 
 
 def _list(value: Any, path: str) -> list[Any]:
@@ -266,20 +323,23 @@ def _list(value: Any, path: str) -> list[Any]:
     return value
 
 
-def _str_map(value: Any, path: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"expected a mapping, got {type(value).__name__}", field=path)
-    return {str(k): str(v) for k, v in value.items()}
-
-
 def _resources(value: Any, path: str) -> dict[str, int]:
+    """A requests/limits/overhead mapping: valid resource names, finite quantities, whole extended resources."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InputError(f"expected a mapping of resource quantities, got {type(value).__name__}", field=path)
-    return {str(k): canonical_units(str(k), v, field=f"{path}.{k}") for k, v in value.items()}
+    out: dict[str, int] = {}
+    for k, v in value.items():
+        where = f"{path}.{str(k)[:80]}"
+        name = check_resource_name(k, field=where)
+        quantity = parse_quantity(v, field=where)
+        if is_extended_resource(name) and quantity.denominator != 1:
+            raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
+        if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
+            raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
+        out[name] = canonical_units(name, v, field=where)
+    return out
 
 
 def _containers(value: Any, path: str) -> tuple[Container, ...]:
@@ -287,19 +347,30 @@ def _containers(value: Any, path: str) -> tuple[Container, ...]:
     for i, c in enumerate(_list(value, path)):
         where = f"{path}[{i}]"
         name = c.get("name")
-        if not name or not isinstance(name, str):
+        if not name:
             raise InputError("a container needs a name", field=f"{where}.name")
+        check_dns_label(name, field=f"{where}.name")
         resources = c.get("resources") or {}
         if not isinstance(resources, Mapping):
-            raise InputError("expected a mapping", field=f"{where}.resources")
-        out.append(
-            Container(
-                name=name,
-                requests=_resources(resources.get("requests"), f"{where}.resources.requests"),
-                limits=_resources(resources.get("limits"), f"{where}.resources.limits"),
-                restart_policy=c.get("restartPolicy"),
-            )
-        )
+            raise InputError(f"expected a mapping, got {type(resources).__name__}", field=f"{where}.resources")
+        requests = _resources(resources.get("requests"), f"{where}.resources.requests")
+        limits = _resources(resources.get("limits"), f"{where}.resources.limits")
+        for resource, request in requests.items():
+            limit = limits.get(resource)
+            overcommit = not (is_extended_resource(resource) or resource.startswith("hugepages-"))
+            if limit is None and not overcommit:
+                raise InputError(f"{resource} cannot be overcommitted: give a limit equal to the request",
+                                 field=f"{where}.resources.limits.{resource}")
+            if limit is not None and not overcommit and request != limit:
+                raise InputError(f"{resource} cannot be overcommitted: the request must equal the limit",
+                                 field=f"{where}.resources.requests.{resource}")
+            if limit is not None and request > limit:
+                raise InputError(f"the request is above the limit ({resource})",
+                                 field=f"{where}.resources.requests.{resource}")
+        restart = c.get("restartPolicy")
+        if restart is not None and not isinstance(restart, str):
+            raise InputError(f"expected a string, got {type(restart).__name__}", field=f"{where}.restartPolicy")
+        out.append(Container(name=name, requests=requests, limits=limits, restart_policy=restart))
     return tuple(out)
 
 

@@ -24,12 +24,14 @@ extender cannot process at all (no pod, unnamed nodes) and for failures of its o
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toposched.errors import InputError
+from toposched.inputs import check_dns_label, check_dns_subdomain
 from toposched.kube.binding import perform_binding
 from toposched.kube.client import PODS, ApiError, KubeClient
 from toposched.kube.extender.preemption import fits_after_eviction
@@ -54,6 +56,7 @@ __all__ = ["ExtenderService", "Reservation", "scale_scores"]
 
 log = logging.getLogger(__name__)
 
+_UID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]*")
 _BOUND_MEMORY = 4096  # pods bound recently, remembered so a repeated bind answers at once
 
 
@@ -239,6 +242,15 @@ class ExtenderService:
         node = args.node
         if not args.pod_name or not args.pod_namespace or not node:
             return ExtenderBindingResult(Error="bind needs PodName, PodNamespace and Node")
+        try:
+            # Request text goes into API URLs (pods/<namespace>/<name>, the Binding): names only, as Kubernetes spells them.
+            check_dns_subdomain(args.pod_name, field="PodName", source="bind request")
+            check_dns_label(args.pod_namespace, field="PodNamespace", source="bind request")
+            check_dns_subdomain(node, field="Node", source="bind request")
+            if args.pod_uid and (len(args.pod_uid) > 128 or not _UID.fullmatch(args.pod_uid)):
+                raise InputError(f"{args.pod_uid[:60]!r} is not a UID", field="PodUID", source="bind request")
+        except InputError as err:
+            return ExtenderBindingResult(Error=str(err))
         if self.client is None:
             return ExtenderBindingResult(Error="the extender has no API client to bind with")
         with self.lock:
