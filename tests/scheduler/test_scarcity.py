@@ -104,3 +104,19 @@ def test_a_pod_seen_twice_is_learned_once():
 def test_bad_args_are_refused(args):
     with pytest.raises(InputError, match="ScarcityScore"):
         registry.create("ScarcityScore", args)
+
+
+def test_the_few_rows_form_equals_the_vector_form():
+    from toposched.scheduler.framework import CycleState
+
+    sched = Scheduler(cluster(), load_profile("toposched"))
+    for i, cpus in enumerate((12, 6, 3)):
+        pod = latency(f"l{i}", cpus, hugepages=1)
+        if sched.schedule(pod, now=i).node:
+            sched.bound(pod, now=i)
+    plugin = next(p for p, _ in sched.profile.scores if p.name == "ScarcityScore")
+    sched.table.refresh()
+    rows = list(range(sched.table.size))
+    for pod in (burstable("b", 3000), burstable("c", 14000), latency("x", 4, 1), latency("y", 2, 0)):
+        vector = plugin.score_all(CycleState(), pod, sched.table, np.array(rows)).tolist()
+        assert plugin.score_few(CycleState(), pod, sched.table, rows) == vector, pod.name
