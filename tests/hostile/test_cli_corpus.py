@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-import toposched.cli  # noqa: F401 - imported once here, so each forked case starts warm
+import typer.testing  # noqa: F401 - imported once here (not in a child), so each forked case starts warm
+
+import toposched.cli  # noqa: F401
 from tests.hostile.corpus import DEV_ZERO_LINK, FIFO, SPARSE_HUGE, Case, all_cases
 from tests.hostile.harness import run_cli
 from toposched.inputs import MAX_FILE_BYTES
 
 CASES = all_cases()
+WORKERS = min(2, os.cpu_count() or 1)  # cases run in forked children, this many at once
 _PROGRESS = re.compile("[━╸╺]|\\d+/\\d+ +[-0-9:]")
 
 
@@ -49,10 +53,23 @@ def test_the_corpus_is_big_enough():
     assert len({c.id for c in CASES}) == len(CASES)
 
 
+@pytest.fixture(scope="module")
+def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """Every selected case run once, two at a time (each in its own forked child): id -> (argv, outcome)."""
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if getattr(item, "callspec", None) is not None and isinstance(item.callspec.params.get("case"), Case)]
+    prepared = []
+    for case in selected:
+        folder = tmp_path_factory.mktemp("case")
+        prepared.append((case, _materialise(case, folder)))
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(lambda item: run_cli(item[1], item[0].stdin), prepared))
+    return {case.id: (argv, outcome) for (case, argv), outcome in zip(prepared, results)}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_cli_input(case: Case, tmp_path: Path) -> None:
-    argv = _materialise(case, tmp_path)
-    outcome = run_cli(argv, case.stdin)
+def test_hostile_cli_input(case: Case, outcomes: dict[str, tuple]) -> None:
+    argv, outcome = outcomes[case.id]
     assert outcome.killed is None, f"{case.id}: ended by {outcome.killed} after {outcome.seconds:.1f}s"
     assert outcome.exception is None, f"{case.id}: traceback\n{outcome.exception}"
     lines = [line for line in outcome.stderr.splitlines() if line.strip()]

@@ -234,7 +234,7 @@ def test_fuzz_csv(rows: list[list[str]], kind: str) -> None:
     only_input_errors(read_csv, text, kind)
 
 
-@settings(QUICK, max_examples=15)
+@settings(QUICK, max_examples=8)  # each example writes a whole sysfs tree
 @given(st.lists(st.tuples(st.sampled_from(SYSFS_FILES), SYSFS_TEXT), min_size=1, max_size=3))
 def test_fuzz_sysfs(changes: list[tuple[str, str]]) -> None:
     only_input_errors(read_sysfs_with, changes)
