@@ -80,6 +80,14 @@ def _report(case: dict, want: dict, got: dict) -> str:
     return f"kubelet: {json.dumps(want)[:2000]}\nmodel: {json.dumps(got)[:2000]}\ncase written to {path}"
 
 
+def test_the_oracle_pins_the_projects_kubernetes_release():
+    pin = (_REPO / "tests" / "kubernetes-version").read_text().strip()
+    go_mod = (_REPO / "tests" / "oracle" / "kubelet" / "go.mod").read_text()
+    assert re.search(rf"^\s*(require\s+)?k8s\.io/kubernetes {re.escape(pin)}$", go_mod, re.M), pin
+    staging = re.findall(r"^\s*k8s\.io/(\S+) => k8s\.io/\S+ (\S+)$", go_mod, re.M)
+    assert staging and all(version == "v0" + pin[2:] for _, version in staging), staging
+
+
 def _regressions() -> list:
     """Each kept case; one whose divergence is still open (its ``open`` field names the entry of
     ``OPEN_DIVERGENCES``) must still fail: a strict xfail turns red once the model is fixed."""

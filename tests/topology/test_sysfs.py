@@ -313,15 +313,16 @@ def test_cores_from_core_id_without_sibling_files(tmp_path):
     assert [str(c.cpus) for c in m.cores] == [str(spec.siblings(c)) for c in range(spec.total_cores)]
 
 
-def test_compute_unit_siblings_form_one_core(tmp_path):
-    # AMD Bulldozer: the two integer cores of a module have their own core_id but are
-    # thread siblings; the reader follows the siblings (see docs/topology/sysfs.md).
+def test_compute_unit_siblings_are_cores_of_their_own(tmp_path):
+    # AMD Bulldozer: the two integer cores of a module are thread siblings with their own
+    # core_id. cAdvisor groups CPUs by (package, core_id), so the kubelet sees one-thread cores;
+    # the reader does the same (see docs/topology/sysfs.md).
     spec = MachineSpec(cores_per_numa=2, threads_per_core=2)
     root = build(tmp_path, spec)
     for cpu in spec.online_cpus:
         write_file(root, f"{CPU}/cpu{cpu}/topology/core_id", f"{cpu}\n")
     m = read_sysfs(root)
-    assert len(m.cores) == 2 and m.threads_per_core == 2
+    assert len(m.cores) == 4 and m.threads_per_core == 1
 
 
 def test_die_ids_only_when_a_package_has_several_dies(tmp_path):

@@ -290,9 +290,6 @@ _GHW_I350 = {"0000:05:00.0": 0, "0000:05:00.1": 1, "0000:05:10.0": 0, "0000:05:1
              "0000:05:10.5": 1, "0000:05:11.0": 0, "0000:05:11.1": 1, "0000:05:11.4": 0, "0000:05:11.5": 1}
 
 BOTH: dict[str, dict[str, Any]] = {
-    # Bulldozer: the two integer cores of a module are thread siblings with their own core_id.
-    # hwloc makes each a core; we follow the kernel's sibling lists: 32 cores of 2 threads.
-    "64amd64-4s2n4ca2co": {"cores": (64, 32)},
     # NUMA node 0 is offline (no node0/), yet the kernel maps the online even CPUs 4-20 to it
     # (cpuN/node0). hwloc drops the node; we keep node 0, with those CPUs and no memory.
     "offline-cpu0-node0": {

@@ -8,9 +8,11 @@ What it follows (see docs/topology/sysfs.md for the reasons):
 
 * Online CPUs come from ``devices/system/cpu/online`` (else ``cpuN/online``); CPUs that are
   present (``present``, else a ``cpuN`` directory) but not online are ``Machine.offline_cpus``.
-* A core is the set of online SMT siblings (``core_cpus_list``, ``thread_siblings_list`` or
-  their hex-mask forms); its id is the lowest online CPU id in it. Without sibling files, CPUs
-  with the same package and ``core_id`` form a core.
+* A core is, as cAdvisor (and so the kubelet) sees it, the online CPUs of one NUMA node with the
+  same package and ``core_id``; CPUs without ``core_id`` follow their SMT sibling lists
+  (``core_cpus_list``, ``thread_siblings_list`` or their hex-mask forms). Its id is the lowest
+  online CPU id in it. (AMD Bulldozer's compute units are thread siblings with their own
+  ``core_id``: one-thread cores, as hwloc and cAdvisor have them.)
 * A CPU's NUMA node is the node whose ``cpulist`` (or ``cpumap``) lists it, else the node its
   ``cpuN/nodeM`` link names (a node that is offline gets no directory but keeps its CPUs).
   Without ``devices/system/node`` the machine has one NUMA node 0 with ``/proc/meminfo``'s memory.
@@ -67,10 +69,11 @@ def read_sysfs(root: str | os.PathLike[str] = "/") -> Machine:
     cpus = _read_cpus(tree)
     numa = _read_numa(tree, cpus)
     kinds = _read_cpu_kinds(tree, cpus.online)
+    core_of = _cores_within_nodes(cpus.core_of, numa.node_of)
     logical = tuple(
         LogicalCPU(
             id=cpu,
-            core_id=cpus.core_of[cpu],
+            core_id=core_of[cpu],
             socket_id=cpus.socket_of[cpu],
             numa_id=numa.node_of[cpu],
             die_id=cpus.die_of.get(cpu),
@@ -390,6 +393,16 @@ def _assign_cores(
         elif cpu not in core_of:
             core_of[cpu] = cpu
     return core_of
+
+
+def _cores_within_nodes(core_of: dict[int, int], node_of: dict[int, int]) -> dict[int, int]:
+    """``core_of`` with every core cut at NUMA node borders (cAdvisor reads a node's cores from
+    that node's CPUs only, so ``core_id`` repeating in another node of the package is another
+    core); a core's id stays the lowest CPU id in it."""
+    lowest: dict[tuple[int, int | None], int] = {}
+    for cpu in sorted(core_of):
+        lowest.setdefault((core_of[cpu], node_of.get(cpu)), cpu)
+    return {cpu: lowest[(core, node_of.get(cpu))] for cpu, core in core_of.items()}
 
 
 def _real_dies(dies: dict[int, int], socket_of: dict[int, int]) -> dict[int, int]:
