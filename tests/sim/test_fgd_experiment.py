@@ -248,6 +248,9 @@ def test_simulate_fgd_shuffle_runs_several_seeds_and_reports_their_means(small, 
                                   for s, r in zip((7, 8), one)}
         assert values["gpu_allocation_rate"]["100"] == pytest.approx(
             (one[0]["gpu_allocation_rate"]["100"] + one[1]["gpu_allocation_rate"]["100"]) / 2, abs=1e-6)
+    said = " ".join(result.output.split())  # the console may wrap lines
+    assert "toposched-gpu (FGD decides) at 100% arrived load: " in said
+    assert "(mean of seeds 7-8)" in said and "95.23%" in said
     again = CliRunner().invoke(app, [*args, "--report", str(tmp_path / "b")])
     assert again.exit_code == 0
     assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
