@@ -6,6 +6,11 @@ small VM end up there, so the Guaranteed pods that only those machines can take 
 is the NUMA and hugepage counterpart of the FGD paper's GPU fragmentation score: it judges a
 placement by what it leaves usable for the *typical demanding pods*, learned from the pods seen.
 
+**Only where something is rare.** On a cluster whose nodes all have the same hardware (NUMA
+zones, reserved CPUs) no capacity is rarer on one node than on another: nothing is learned, the
+score has no opinion, and it costs nothing. The weights below (demand over supply) then make
+capacity that few nodes have count most.
+
 **Learned target.** Every pod that is reserved, or that finds no node (PostFilter), is observed
 once. A *demanding* pod is a Guaranteed pod with exclusive CPUs: its aligned request (exclusive
 CPUs, memory and hugepages the kubelet pins to one NUMA set) is one demand shape. The last
@@ -39,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from toposched.errors import InputError
-from toposched.scheduler.cluster import NodeRecord
+from toposched.kubelet.memory_manager import hugepage_resource_name
+from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
@@ -75,10 +81,12 @@ class ScarcityScore:
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
         self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
+        self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
+        self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
 
     # ---- learning ------------------------------------------------------------------------------
 
-    def _observe(self, pod: Pod) -> None:
+    def _observe(self, pod: Pod, cluster: Cluster | None) -> None:
         uid = pod.uid or pod.key
         if uid in self._seen:
             return
@@ -90,6 +98,8 @@ class ScarcityScore:
         request = aligned_request(CycleState(), pod).pod
         if "cpu" not in request:
             return
+        if cluster is not None and self._alike(cluster):
+            return  # every node offers the same: no capacity is rarer anywhere
         self._recent.append(tuple(sorted((r, v) for r, v in request.items() if "/" not in r)))
         self._since_epoch += 1
         if self._since_epoch >= self.epoch or not self._target:
@@ -119,7 +129,7 @@ class ScarcityScore:
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Observe the placed pod (it reserves nothing)."""
-        self._observe(pod)
+        self._observe(pod, state.get("cluster"))
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> None:
@@ -127,7 +137,7 @@ class ScarcityScore:
 
     def post_filter(self, state: CycleState, pod: Pod, reasons: Mapping[str, int]) -> tuple[None, Status]:
         """Observe a pod no node could take (the demanding pods that wait are the ones to learn); nominates nothing."""
-        self._observe(pod)
+        self._observe(pod, state.get("cluster"))
         return None, Status.unschedulable("", plugin=self.name)
 
     # ---- scoring -------------------------------------------------------------------------------
@@ -154,9 +164,9 @@ class ScarcityScore:
             return np.zeros(len(rows), dtype=np.int64)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
         per_zone_all, totals_all, free_all = self._held_all(table, cols, needs)
-        per_zone, totals, free = per_zone_all[rows], totals_all[rows], free_all[rows]
         weights = self._weights
         assert weights is not None
+        per_zone, totals, free = per_zone_all[rows], totals_all[rows], free_all[rows]
         after_totals = totals
         request = aligned_request(state, pod).pod
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
@@ -221,6 +231,26 @@ class ScarcityScore:
             self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=0).astype(np.float64), 1.0)
         self._vector = (self.shape_version, table.stamp, per_zone, totals, free)
         return per_zone, totals, free
+
+    def _alike(self, cluster: Cluster) -> bool:
+        """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
+        capacity is rarer on one node than on another. Known until the set of nodes changes."""
+        key = len(cluster.nodes)
+        if self._alike_known is not None and self._alike_known[0] == key:
+            return self._alike_known[1]
+        kinds = set()
+        for record in cluster.nodes.values():
+            model = record.model
+            if model is None or model.cpu is None:
+                continue
+            zones = self._hardware.get(id(model))
+            if zones is None or zones[0] is not model:
+                zones = self._hardware[id(model)] = (model, _empty_zones(model))
+            kinds.add(tuple(tuple(sorted(z.items())) for z in zones[1]))
+            if len(kinds) > 1:
+                break
+        self._alike_known = (key, len(kinds) <= 1)
+        return self._alike_known[1]
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` for a few rows, in plain Python (the same arithmetic).
@@ -296,6 +326,18 @@ class ScarcityScore:
         if high == low:
             return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
         return (MAX_NODE_SCORE - (raw - low) * MAX_NODE_SCORE // (high - low)).astype(np.int64)
+
+
+def _empty_zones(model: Any) -> list[dict[str, int]]:
+    """What each NUMA zone of a kubelet replica offers when no pod runs: CPUs it may pin, memory, hugepages."""
+    reserved = model.cpu.reserved_cpus
+    out = []
+    for node in model.machine.numa_nodes:
+        zone = {"cpu": len(node.cpus - reserved) * 1000, "memory": node.memory_bytes}
+        for size, count in node.hugepages.items():
+            zone[hugepage_resource_name(size)] = size * count
+        out.append(zone)
+    return out
 
 
 def _positive(value: Any, name: str) -> int:
