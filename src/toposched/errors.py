@@ -12,6 +12,13 @@ __all__ = ["InputError", "ToposchedError"]
 _MAX_MESSAGE = 600
 
 
+def _one_line(text: str) -> str:
+    """``text`` with line breaks shown as ``\\n`` (hostile keys and values may hold them): errors are one line."""
+    if "\n" not in text and "\r" not in text:
+        return text
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 class ToposchedError(Exception):
     """Base class of every error toposched raises on purpose."""
 
@@ -24,12 +31,20 @@ class InputError(ToposchedError, ValueError):
     """
 
     def __init__(self, message: str, *, field: str | None = None, source: str | None = None):
+        message = _one_line(message)
+        field = None if field is None else _one_line(field)
         if len(message) > _MAX_MESSAGE:  # a hostile value quoted whole would flood the one line
             message = message[: _MAX_MESSAGE // 2 - 3] + " ... " + message[-(_MAX_MESSAGE // 2 - 2):]
         super().__init__(message)
         self.message = message
         self.field = field
         self.source = source
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Whatever a caller sets later (a file name, a field path) stays on one line too.
+        if name in ("source", "field", "message") and isinstance(value, str):
+            value = _one_line(value)
+        super().__setattr__(name, value)
 
     def with_source(self, source: str) -> "InputError":
         """Return this error with ``source`` set, unless a source is already known."""
