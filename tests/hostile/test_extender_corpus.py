@@ -17,7 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.hostile.test_fuzz_readers import mutated
 from tests.kube.extender.scenario import build
 from toposched.kube.client import PODS
 
@@ -127,18 +130,20 @@ def world():
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize", "preempt"])
 @pytest.mark.parametrize(("name", "changes"), BAD_PODS, ids=[n for n, _ in BAD_PODS])
-def test_bad_pod_is_refused_not_a_500(world, verb: str, name: str, changes: dict) -> None:
+def test_bad_pod_is_refused_not_a_500(world, verb: str, name: str, changes: dict, caplog) -> None:
     pod = _pod(**changes)
     body = {"Pod": pod, "NodeNames": ["a", "f"]} if verb != "preempt" else {
         "Pod": pod, "NodeNameToMetaVictims": {"g": {"Pods": [{"UID": "uid-tiny-0"}], "NumPDBViolations": 0}}}
     response = world.http.post(f"/{verb}", content=json.dumps(body))
     _assert_refused(verb, response)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "refused by the catch-all: a bug"
 
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize", "bind", "preempt"])
 @pytest.mark.parametrize(("name", "raw"), RAW_BODIES, ids=[n for n, _ in RAW_BODIES])
-def test_malformed_body_is_refused_not_a_500(world, verb: str, name: str, raw: bytes) -> None:
+def test_malformed_body_is_refused_not_a_500(world, verb: str, name: str, raw: bytes, caplog) -> None:
     response = world.http.post(f"/{verb}", content=raw, headers={"content-type": "application/json"})
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "refused by the catch-all: a bug"
     if name in _NODES_NOT_READ:  # toposched decides from its own cache, never from the request's Node objects
         assert response.status_code != 500, response.text
         return
@@ -228,3 +233,13 @@ def test_memory_stays_flat_over_10000_malformed_requests() -> None:
     start, end = asyncio.run(run())
     print(f"RSS before {start / 2**20:.1f} MiB, after 10,000 malformed requests {end / 2**20:.1f} MiB")
     assert end <= start * 1.2, (start, end)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(pod=mutated(_WORLD.request_pod("web-0")), verb=st.sampled_from(["filter", "prioritize", "preempt"]))
+def test_fuzzed_pods_never_get_a_500(pod: Any, verb: str) -> None:
+    body = {"Pod": pod, "NodeNames": ["a", "f"]} if verb != "preempt" else {
+        "Pod": pod, "NodeNameToMetaVictims": {"g": {"Pods": [{"UID": "uid-tiny-0"}], "NumPDBViolations": 0}}}
+    response = _WORLD.http.post(f"/{verb}", content=json.dumps(body, allow_nan=True))
+    assert response.status_code in (200, 400), (response.status_code, response.text)
+    assert "Traceback" not in response.text
