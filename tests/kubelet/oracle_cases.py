@@ -21,9 +21,6 @@ from toposched.kubelet.config import CPU_MANAGER_OPTIONS
 # Divergences found and not fixed yet: each names what the generator leaves out until it is, and
 # a kept case in tests/kubelet/oracle_regressions/ (with "open": <name>) shows it (docs/kubelet/oracle.md).
 OPEN_DIVERGENCES = {
-    "refused-pod-memory-stale-release": "the kubelet drops a refused pod's memory blocks as stale state "
-    "(removeStaleState -> RemoveContainer), handing a multi-NUMA group's bytes back node by node; the "
-    "model restores the state from before the pod. Not excluded from the draw: a case that meets it fails",
     "offline-sibling-cpus-per-core": "with an SMT sibling offline, the kubelet's CPUTopology.CPUsPerCore() "
     "(NumCPUs / NumCores, integer division) is 1, so a core with one busy thread counts as free and "
     "takeByTopology hands out the busy CPU again; the model counts a core's threads. Offline CPUs are "

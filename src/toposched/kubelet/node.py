@@ -7,7 +7,9 @@ of which allocates once the merged hint is admitted. The result is the exact all
 (exclusive cpuset, memory per NUMA node, device IDs per container) or the rejection with the
 reason and message the kubelet would put on the pod.
 
-A rejected admission leaves the node exactly as it was. The simulator uses this as a node's
+A rejected admission gives back everything the pod was given; as in the kubelet, which drops a
+refused pod's memory blocks as stale state, a multi-NUMA group's bytes may come back to other
+nodes of the group than they came from. The simulator uses this as a node's
 ground truth; the scheduler uses the same class to predict a kubelet-managed node.
 """
 
@@ -213,7 +215,7 @@ class KubeletNode:
     # ---- admission -------------------------------------------------------------------------------
 
     def admit(self, pod: Pod) -> Admission:
-        """Admit ``pod`` as the kubelet would, or reject it with upstream's reason; state unchanged on rejection.
+        """Admit ``pod`` as the kubelet would, or reject it with upstream's reason (and give back what it was given).
 
         The kubelet's admit handlers run in its order: the container manager's (the Topology
         Manager, whose providers allocate) before the predicate handler (requests against
@@ -234,18 +236,18 @@ class KubeletNode:
             if hints is None:
                 hints = self.topology_manager.admit(pod)
         except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
-            self._restore(snapshot, uid)
+            self._refuse(snapshot, uid)
             return Admission(pod.key, False, err.reason, str(err))
         except InputError:
             self._restore(snapshot, uid)
             raise
         except ToposchedError as err:
-            self._restore(snapshot, uid)
+            self._refuse(snapshot, uid)
             wrapped = UnexpectedAdmissionError(err, pod=pod.key)
             return Admission(pod.key, False, wrapped.reason, str(wrapped))
         misfit = self._misfit(pod, requests)
         if misfit is not None:
-            self._restore(snapshot, uid)
+            self._refuse(snapshot, uid)
             return misfit
         results = self._results.pop(uid)
         containers = {}
@@ -361,18 +363,32 @@ class KubeletNode:
             memory = self.memory.checkpoint() if self.exhaustive else self.memory._save(uid)
         return (self.cpu.state if self.cpu is not None else None, memory, self.devices.state)
 
-    def _restore(self, snapshot: tuple[Any, Any, Any], uid: str) -> None:
-        cpu, memory, devices = snapshot
+    def _refuse(self, snapshot: tuple[Any, Any, Any], uid: str) -> None:
+        """Forget what a refused pod was given, as the kubelet does.
+
+        CPUs and devices come back as they were. Memory blocks are not put back as they were:
+        the kubelet drops a refused pod's blocks as stale state (memorymanager
+        ``removeStaleState`` -> ``RemoveContainer``), which hands a multi-NUMA group's bytes back
+        node by node in the group's order, so the machine state may differ from the one before.
+        """
+        if self.memory is not None:
+            self.memory.release(uid)
+            self._mutations += 1  # the memory state may have moved: available() recomputes
+        self._restore(snapshot, uid, memory=False)
+
+    def _restore(self, snapshot: tuple[Any, Any, Any], uid: str, *, memory: bool = True) -> None:
+        """Put the node back as it was at ``snapshot`` (the memory manager's too, unless ``memory=False``)."""
+        cpu, saved, devices = snapshot
         if self.cpu is not None:
             self.cpu.restore(cpu)
             self.cpu.release_pod(uid)  # forgets the reusable-CPU bookkeeping of the refused pod
             self.cpu.restore(cpu)
-        if self.memory is not None and not self.exhaustive:
-            self.memory._undo(uid, memory)
-        elif self.memory is not None:
-            self.memory.restore(memory, validate=False)
+        if memory and self.memory is not None and not self.exhaustive:
+            self.memory._undo(uid, saved)
+        elif memory and self.memory is not None:
+            self.memory.restore(saved, validate=False)
             self.memory.release(uid)
-            self.memory.restore(memory, validate=False)
+            self.memory.restore(saved, validate=False)
         self.devices.restore(devices)
         self.topology_manager.remove_pod(uid)
         self._results.pop(uid, None)
