@@ -83,6 +83,7 @@ class ScarcityScore:
         self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
+        self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
 
     # ---- learning ------------------------------------------------------------------------------
 
@@ -263,8 +264,10 @@ class ScarcityScore:
         if self._weights is None:
             return self.score_all(state, pod, table, np.array(rows, dtype=np.int64)).tolist()
         cols, needs = self._plan(table)
-        plan = [(c, n.tolist(), float(w)) for c, n, w in zip(cols, needs, self._weights.tolist())]
-        node_cols = [table.resource_column(r) for r in _ZONE_RESOURCES]
+        if self._plain is None or self._plain[0] is not self._weights:
+            self._plain = (self._weights, [(c, n.tolist(), float(w)) for c, n, w in zip(cols, needs, self._weights.tolist())],
+                           [table.resource_column(r) for r in _ZONE_RESOURCES])
+        _, plan, node_cols = self._plain
         request = aligned_request(state, pod).pod
         zone_request = [(table.zone_column(r), v) for r, v in request.items() if r in table.zone_resources]
         wants = pod.effective_requests()
