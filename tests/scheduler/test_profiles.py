@@ -57,6 +57,7 @@ TOPOSCHED_REGISTRY = {
     "DeviceLocality": {"preFilter", "filter", "score"},
     "GPUShare": {"preFilter", "filter", "score", "reserve"},
     "NUMAScore": {"preScore", "score"},
+    "ScarcityScore": {"postFilter", "score", "reserve"},
     "DefaultBinder": {"bind"},
 }
 
@@ -1270,9 +1271,10 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
             "DeviceLocality",
             "GPUShare",
         ],
+        "postFilter": ["ScarcityScore"],
         "preScore": ["NodeResourcesFit", "NUMAScore"],
-        "score": [("NUMAScore", 5), ("DeviceLocality", 3), ("GPUShare", 3), ("NodeResourcesFit", 1)],
-        "reserve": ["NUMAAlignment", "CPUOrchestration", "GPUShare"],
+        "score": [("NUMAScore", 5), ("DeviceLocality", 3), ("GPUShare", 3), ("ScarcityScore", 2), ("NodeResourcesFit", 1)],
+        "reserve": ["NUMAAlignment", "CPUOrchestration", "GPUShare", "ScarcityScore"],
         "preBind": ["CPUOrchestration"],
         "bind": ["DefaultBinder"],
     }

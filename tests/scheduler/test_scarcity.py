@@ -84,13 +84,6 @@ def test_no_opinion_before_anything_is_learned_or_for_device_pods():
     assert plugin.score_all(CycleState(), burstable("b", 24000), sched.table, rows).tolist() != [0, 0]
 
 
-def test_what_is_learned_is_part_of_the_shape_key():
-    sched = Scheduler(cluster(), load_profile("toposched"))
-    before = sched.shape(burstable("b"))
-    sched.schedule(latency("l0"), now=0)
-    assert sched.shape(burstable("b")) != before  # cached scores of the old target are not reused
-
-
 def test_a_pod_seen_twice_is_learned_once():
     plugin = registry.create("ScarcityScore", {"epoch": 1})
     from toposched.scheduler.framework import CycleState

@@ -102,7 +102,6 @@ class Scheduler:
         self._clocks = [p.advance for p in members if getattr(p, "advance", None) is not None]
         self._post_binds = [p for p in members if getattr(p, "post_bind", None) is not None]
         self._exact = self.profile.exact
-        self._learning = [p for p in _distinct([p for p, _ in self.profile.scores]) if hasattr(p, "shape_version")]
         # Once per plugin, though a plugin may filter and score.
         self._confirms = [(p.name, p.confirm) for p in _distinct(plugins) if getattr(p, "confirm", None) is not None]
         # Each filter and score as one call over a few rows (its few form, else an adapter).
@@ -429,7 +428,6 @@ class Scheduler:
             return None
         containers = tuple((c.name, tuple(sorted(c.requests.items()))) for c in pod.all_containers)
         return (
-            tuple(p.shape_version for p in self._learning),  # a learning plugin's answers change with what it learned
             containers,
             tuple(c.is_sidecar for c in pod.init_containers),
             len(pod.init_containers),

@@ -18,8 +18,9 @@ CPUs, memory and hugepages the kubelet pins to one NUMA set) is one demand shape
 how often it was asked for over how much of it the cluster could host (demand over supply, so
 capacity that few nodes have counts more). The target is recomputed every ``epoch`` observations;
 its members change only when one falls out of the ``2 * shapes`` most frequent (so a steady
-workload keeps its target), and its version is part of the scheduler's pod-shape key, so cached
-scores never outlive it.
+workload keeps its target). A row's raw score is computed for the target in force when the row
+last changed: a new target is not worth re-scoring every cached row and pod shape at once (on
+5,000 nodes that cost more than the score itself), and rows catch up as pods come and go.
 
 **Value of a node** for the target: per shape, how many such pods its NUMA zones can still hold
 (per zone, the fewest of each resource's free amount over the shape's need; summed over zones;
@@ -215,16 +216,17 @@ class ScarcityScore:
         if rows is None:
             rows = np.arange(size)
             per_zone = np.zeros((size, table.max_zones, len(self._target)), dtype=np.int64)
+            totals = np.zeros((size, len(self._target)), dtype=np.int64)
             free = np.zeros((size, 2), dtype=np.int64)
         else:
-            per_zone, free = cached[2], cached[4]  # type: ignore[index]
+            per_zone, totals, free = cached[2], cached[3], cached[4]  # type: ignore[index]
         if len(rows):
             zfree = table.view("zfree")[rows]
             valid = table.view("zvalid")[rows] & self._able(table)[rows][:, None]
             for k in range(len(self._target)):
                 per_zone[rows, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
+            totals[rows] = per_zone[rows].sum(axis=1)
             free[rows] = np.maximum(table.view("alloc")[rows][:, node_cols] - table.view("used")[rows][:, node_cols], 0)
-        totals = per_zone.sum(axis=1)
         if self._weights is None:
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             caps = np.stack([np.minimum(totals[:, k], (free // np.maximum(needs[k][:2], 1)).min(axis=1))
@@ -319,6 +321,11 @@ class ScarcityScore:
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
         """:meth:`score_all` for one node (raw)."""
         return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
+
+    def normalizes(self, state: CycleState, pod: Pod) -> bool:
+        """Whether this pod's scores need normalizing: not while nothing is learned, nor for device pods
+        (their raw scores are all 0, which normalizing would only turn into 100 everywhere)."""
+        return bool(self._target) and not any("/" in r for c in pod.all_containers for r in c.limits_or_requests)
 
     def normalize_scores(self, state: CycleState, pod: Pod, raw: np.ndarray) -> np.ndarray:
         """The smallest loss among the feasible nodes scores 100, the largest 0, linearly between."""
