@@ -229,6 +229,11 @@ class KubeletNode:
         if uid in self.admissions:
             return self.admissions[uid]
         requests = pod.effective_requests()
+        unknown = [r for r in requests if r.startswith("hugepages-") and requests[r] and r not in self.allocatable]
+        if unknown:
+            # A page size this machine has no pages of: the node's allocatable lacks it (the
+            # memory manager is never asked about a resource the machine does not have).
+            return self._misfit(pod, requests)  # type: ignore[return-value]
         snapshot = self._snapshot(uid)
         self._results[uid] = {}
         try:
