@@ -20,6 +20,7 @@ from typing import Any
 
 from toposched.devices import DeviceInventory, DeviceResourceMap
 from toposched.errors import InputError
+from toposched.inputs import check_dns_subdomain
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.cpu_manager import StaticCPUPolicy
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
@@ -244,6 +245,7 @@ def node_report(
     Raises :class:`InputError` when the configuration or a checkpoint does not fit the machine
     (the kubelet would refuse them too).
     """
+    check_dns_subdomain(node_name, field="node name")
     pods = active_pods(pods, node_name)
     reserved = reserved_cpus(machine, config)
     if devices is None:

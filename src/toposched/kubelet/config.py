@@ -113,7 +113,7 @@ class KubeletConfig:
                 topology_manager_options=_str_map(obj.get("topologyManagerPolicyOptions"), "topologyManagerPolicyOptions"),
                 cpu_manager_policy=obj.get("cpuManagerPolicy", "none"),
                 cpu_manager_options=_str_map(obj.get("cpuManagerPolicyOptions"), "cpuManagerPolicyOptions"),
-                reserved_system_cpus=CPUSet.parse(reserved) if reserved else None,
+                reserved_system_cpus=_cpuset(reserved, "reservedSystemCPUs") if reserved else None,
                 kube_reserved=_quantities(obj.get("kubeReserved"), "kubeReserved"),
                 system_reserved=_quantities(obj.get("systemReserved"), "systemReserved"),
                 eviction_memory=100 * 2**20 if eviction is None else _eviction(eviction),
@@ -123,6 +123,13 @@ class KubeletConfig:
             )
         except InputError as err:
             raise err.with_source(source or "KubeletConfiguration") from None
+
+
+def _cpuset(text: str, field_name: str) -> CPUSet:
+    try:
+        return CPUSet.parse(text)
+    except InputError as err:
+        raise InputError(err.message, field=field_name) from None
 
 
 def _choice(value: str, allowed: tuple[str, ...], field_name: str) -> None:
