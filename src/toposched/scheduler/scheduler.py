@@ -563,7 +563,8 @@ class Scheduler:
             for plugin, weight in self.profile.scores:
                 scores = self._scores(plugin, state, pod, rows)
                 normalize = getattr(plugin, "normalize_scores", None)
-                if normalize is not None:
+                applies = getattr(plugin, "normalizes", None)
+                if normalize is not None and (applies is None or applies(state, pod)):  # as schedule() does
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
                 for (_, entry), raw in zip(feasible_rows, scores):
                     entry["plugins"][plugin.name] = int(raw)
