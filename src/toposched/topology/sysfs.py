@@ -107,13 +107,16 @@ class _Tree:
     """
 
     def __init__(self, root: str | os.PathLike[str]):
-        self.root = os.path.abspath(os.fspath(root))
+        self.shown = os.path.abspath(os.fspath(root))
+        # Containment is judged on the resolved root: a snapshot reached through a symlinked
+        # directory (a copied tree linked into place) is still one tree.
+        self.root = os.path.realpath(self.shown)
         self._prefix = self.root.rstrip(os.sep) + os.sep
         self._dirs: dict[str, str | None] = {"": self.root}
 
     def path(self, rel: str) -> str:
         """The path shown in messages for ``rel`` (the naive join, as a user would type it)."""
-        return self._prefix + rel if rel else self.root
+        return self.shown.rstrip(os.sep) + os.sep + rel if rel else self.shown
 
     def _inside(self, real: str) -> bool:
         return real == self.root or real.startswith(self._prefix)
