@@ -97,12 +97,6 @@ def read_kubelet_config(path: str | Path, *, memory_total: int | None = None) ->
     if driver not in ("cgroupfs", "systemd"):
         raise InputError(f"cgroupDriver {driver!r} is not cgroupfs or systemd", field="cgroupDriver", source=source)
     obj = _eviction_in_bytes(obj, memory_total, source)
-    reserved = obj.get("reservedSystemCPUs")
-    if isinstance(reserved, str) and reserved:
-        try:  # named here: KubeletConfig.from_dict reports a bad list under CPUSet's own field, "cpuset"
-            CPUSet.parse(reserved)
-        except InputError as err:
-            raise InputError(err.message, field="reservedSystemCPUs", source=source) from None
     try:
         return KubeletConfig.from_dict(obj, source), driver
     except InputError:
