@@ -1,0 +1,342 @@
+"""Scheduler throughput on a realistic cluster: heterogeneous nodes, nearly every pod a new shape, churn.
+
+Nodes (seeded): four hardware shapes (1, 2, 4 and 8 NUMA nodes of 16 two-thread cores, 128 GiB
+and 16 x 1 GiB hugepages each), each node with its own kubelet: Topology Manager policy none /
+best-effort / restricted / single-numa-node at container or pod scope, CPU manager static or
+none, memory manager Static or None; 10% of the nodes are GPU servers (the simulator's
+``gpu-8x``, as ``benchmarks/scheduler.py --gpu`` builds them: 8 GPUs and 4 RDMA HCAs).
+
+The cluster is first filled to ``--per-node`` pods a node (~30,000 at 5,000 nodes) by the
+scheduler itself, each decision bound. Then ``--pods`` arrivals are timed, each preceded by the
+deletion of a random running pod (``Cluster.forget`` with the time, as ``ClusterSync`` does when
+a bound pod is deleted; ``--delete-via unreserve`` uses ``Scheduler.unreserve`` instead). Nearly
+every pod is a new shape: random CPU millis and MiB; Guaranteed (whole CPUs or millis),
+Burstable and BestEffort; some with init containers and sidecars, some with annotations
+(NUMA policy, CPU binding, unrelated ones); ~8% GPU pods (whole GPUs with HCAs, or a GPU share).
+Every node is evaluated, every placement exact, only the public API is used.
+
+    python benchmarks/realistic.py --nodes 5000 --pods 10000 [--cpu-time] [--json OUT.json]
+
+Prints pods/s, ms per decision (mean, p50, p99), peak RSS, and where the time goes per phase
+(``--phases``: the scheduler's framework calls are wrapped with timers, which adds overhead;
+the headline figures come from a run without them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from _common import peak_rss_mib, write_json
+
+from toposched.kube.ops import freeze_heap
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler.profile_setup import load_profile
+from toposched.topology import CPUSet, Machine, NUMANode
+from toposched.workload import Container, Pod
+
+GI = 2**30
+MI = 2**20
+POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+
+def build_machine(numa: int) -> Machine:
+    """``numa`` NUMA nodes of 16 two-thread cores, 128 GiB and 16 x 1 GiB pages each, one or two sockets."""
+    cores = 16 * numa
+    sockets = 1 if numa == 1 else 2
+    per_socket = cores // sockets
+    rows = [{"cpu": c + t * cores, "core": c, "socket": c // per_socket, "numa": c // 16} for t in range(2) for c in range(cores)]
+    half = max(1, numa // sockets)
+    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (12 if a // half == b // half else 32)
+                                                       for b in range(numa)} for a in range(numa)})
+    nodes = tuple(NUMANode(n.id, n.cpus, 128 * GI, {GI: 16}, n.distances) for n in base.numa_nodes)
+    return Machine(base.cpus, nodes)
+
+
+def kubelet_config(numa: int, rnd: random.Random) -> KubeletConfig:
+    """A random but valid kubelet configuration for a ``numa``-NUMA machine of :func:`build_machine`."""
+    cpu = rnd.choice(("static", "static", "none"))
+    memory = rnd.choice(("Static", "None"))
+    return KubeletConfig(
+        topology_manager_policy=rnd.choice(POLICIES),
+        topology_manager_scope=rnd.choice(("container", "container", "pod")),
+        cpu_manager_policy=cpu,
+        reserved_system_cpus=CPUSet([0, 16 * numa]) if cpu == "static" else None,
+        kube_reserved={"memory": GI},
+        system_reserved={"memory": GI},
+        memory_manager_policy=memory,
+        reserved_memory={0: {"memory": 2 * GI + 100 * MI}} if memory == "Static" else {},
+    )
+
+
+def build_cluster(n_nodes: int, seed: int, gpu_share: float = 0.1) -> Cluster:
+    """``n_nodes`` nodes, hardware and kubelet drawn from ``seed``; ``gpu_share`` of them GPU servers."""
+    from toposched.sim.hardware import load_profile as hardware_profile
+
+    rnd = random.Random(seed)
+    machines = {numa: build_machine(numa) for numa in (1, 2, 4, 8)}
+    gpu = hardware_profile("gpu-8x")
+    gpu_plugins = {r: list(d) for r, d in (gpu.device_plugins or {}).items()}
+    configs: dict[tuple, KubeletConfig] = {}  # one object per distinct configuration, as nodes of a pool share one
+    cluster = Cluster()
+    for i in range(n_nodes):
+        name = f"node-{i:05d}"
+        if rnd.random() < gpu_share:
+            cluster.set_node(NodeSpec(name, labels={"toposched.io/device-enforcement": "kubelet"}),
+                             machine=gpu.machine, kubelet_config=gpu.kubelet, device_plugins=gpu_plugins)
+            continue
+        numa = rnd.choices((1, 2, 4, 8), (20, 35, 30, 15))[0]
+        config = kubelet_config(numa, rnd)
+        config = configs.setdefault((numa, config.topology_manager_policy, config.topology_manager_scope,
+                                     config.cpu_manager_policy, config.memory_manager_policy), config)
+        cluster.set_node(NodeSpec(name, labels={"pool": f"numa-{numa}"}), machine=machines[numa], kubelet_config=config)
+    return cluster
+
+
+def make_pod(i: int, rnd: random.Random) -> Pod:
+    """One pod of the realistic mix, its sizes drawn fresh (nearly every pod a new shape)."""
+    name, uid = f"pod-{i:06d}", f"uid-{i:06d}"
+    annotations: dict[str, str] = {}
+    if rnd.random() < 0.3:
+        annotations["app.kubernetes.io/version"] = f"v{rnd.randrange(50)}"
+    init: list[Container] = []
+    roll = rnd.random()
+    if roll < 0.08:  # GPU pods
+        if rnd.random() < 0.5:
+            gpus = rnd.choices([1, 2, 4, 8], [40, 30, 20, 10])[0]
+            limits = {"cpu": rnd.randrange(2, 12) * 1000 * gpus, "memory": rnd.randrange(8 * 1024, 64 * 1024) * MI * gpus,
+                      "nvidia.com/gpu": gpus, "rdma/hca": max(1, gpus // 2)}
+            annotations["toposched.io/device-scope"] = "pcie:preferred"
+            containers = [Container("train", limits=limits)]
+        else:
+            percent = rnd.choice([10, 20, 25, 50])
+            containers = [Container("infer", requests={"cpu": rnd.randrange(500, 4000), "memory": rnd.randrange(1024, 16384) * MI},
+                                    limits={"koordinator.sh/gpu-core": percent, "koordinator.sh/gpu-memory-ratio": percent})]
+    elif roll < 0.43:  # Guaranteed
+        if rnd.random() < 0.6:
+            cpu = rnd.choices([1, 2, 3, 4, 6, 8, 12, 16], [20, 25, 8, 18, 6, 12, 4, 3])[0] * 1000
+        else:
+            cpu = rnd.randrange(100, 8000)
+        limits = {"cpu": cpu, "memory": rnd.randrange(256, 32 * 1024) * MI}
+        if rnd.random() < 0.1:
+            limits["hugepages-1Gi"] = rnd.choice([1, 2, 4]) * GI
+        containers = [Container("app", limits=limits)]
+        if rnd.random() < 0.2:
+            containers.append(Container("proxy", limits={"cpu": rnd.choice([100, 200, 500, 1000]), "memory": rnd.randrange(64, 512) * MI}))
+        if rnd.random() < 0.15:
+            init.append(Container("init", limits={"cpu": rnd.randrange(100, 2000), "memory": rnd.randrange(64, 1024) * MI}))
+        if rnd.random() < 0.05:
+            annotations["toposched.io/numa-policy"] = rnd.choice(["single-numa-node", "restricted", "best-effort"])
+        if rnd.random() < 0.05:
+            annotations["toposched.io/cpu-bind-policy"] = rnd.choice(["FullPCPUs", "SpreadByPCPUs"])
+    elif roll < 0.88:  # Burstable
+        containers = [Container("app", requests={"cpu": rnd.randrange(50, 4000), "memory": rnd.randrange(64, 8192) * MI},
+                                limits={"memory": rnd.randrange(8192, 16384) * MI} if rnd.random() < 0.5 else {})]
+        if rnd.random() < 0.25:
+            init.append(Container("sidecar", requests={"cpu": rnd.randrange(10, 500), "memory": rnd.randrange(32, 256) * MI},
+                                  restart_policy="Always"))
+        if rnd.random() < 0.15:
+            init.append(Container("migrate", requests={"cpu": rnd.randrange(100, 1000), "memory": rnd.randrange(64, 512) * MI}))
+    else:  # BestEffort
+        containers = [Container("app")]
+    return Pod(name, uid=uid, containers=tuple(containers), init_containers=tuple(init), annotations=annotations)
+
+
+class PhaseTimer:
+    """Wraps the profile's plugin methods with timers: seconds per (phase, plugin)."""
+
+    METHODS = {
+        "pre_filter": "prefilter", "filter": "filter", "filter_all": "filter", "filter_few": "filter",
+        "pre_score": "prescore", "score": "score", "score_all": "score", "score_few": "score",
+        "normalize_scores": "normalize", "confirm": "confirm", "reserve": "reserve", "unreserve": "unreserve",
+        "post_bind": "postbind",
+    }
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def wrap_plugins(self, profile: Any) -> None:
+        """Time every plugin method the profile's plugins have (before a scheduler is built on it)."""
+        seen: set[int] = set()
+        plugins = [*profile.pre_filters, *profile.filters, *(p for p, _ in profile.scores), *profile.pre_scores,
+                   *profile.reserves, *profile.pre_binds]
+        for plugin in plugins:
+            if id(plugin) in seen:
+                continue
+            seen.add(id(plugin))
+            for method, phase in self.METHODS.items():
+                fn = getattr(plugin, method, None)
+                if fn is not None:
+                    setattr(plugin, method, self.timed(f"{phase}/{plugin.name}", fn))
+
+    def wrap(self, obj: Any, method: str, label: str) -> None:
+        """Time ``obj.method`` under ``label``."""
+        setattr(obj, method, self.timed(label, getattr(obj, method)))
+
+    def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn``, adding its time to ``label``."""
+        clock = time.perf_counter
+        seconds, calls = self.seconds, self.calls
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                seconds[label] += clock() - t0
+                calls[label] += 1
+        return run
+
+
+def decision_record(decision: Any) -> list[Any]:
+    """What must not change between two versions of the scheduler: the node and the exact placement."""
+    placement = decision.placement.to_dict() if decision.placement is not None else None
+    return [decision.pod, decision.node, placement]
+
+
+def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callable[[], float] = time.perf_counter,
+        delete_via: str = "forget", phases: bool = False, record: list | None = None) -> dict[str, Any]:
+    """Build, pre-fill, then time ``pods`` arrivals each after a deletion. ``record`` collects every decision."""
+    t0 = time.perf_counter()
+    cluster = build_cluster(n_nodes, seed)
+    profile = load_profile("toposched")
+    timer = PhaseTimer() if phases else None
+    if timer is not None:
+        timer.wrap_plugins(profile)
+        timer.wrap(cluster, "assume", "reserve/kubelet replica admission")
+    scheduler = Scheduler(cluster, profile)
+    if timer is not None:
+        timer.wrap(scheduler.table, "refresh", "table refresh")
+    rnd = random.Random(seed + 1)
+    running: list[Pod] = []
+    now = 0.0
+    prefill = int(per_node * n_nodes)
+    fill_start = time.perf_counter()
+    for i in range(prefill):
+        pod = make_pod(i, rnd)
+        now += 0.01
+        decision = scheduler.schedule(pod, now=now)
+        if record is not None:
+            record.append(decision_record(decision))
+        if decision.node is not None:
+            scheduler.bound(pod, now=now)
+            running.append(pod)
+    fill_s = time.perf_counter() - fill_start
+    build_s = time.perf_counter() - t0 - fill_s
+    freeze_heap()  # as `toposched scheduler` does once the cluster is listed
+    if timer is not None:
+        timer.seconds.clear()
+        timer.calls.clear()
+        timer.wrap(cluster, "forget", "delete/forget")
+        timer.wrap(scheduler, "bound", "bound")
+    arrivals = [make_pod(prefill + i, rnd) for i in range(pods)]
+    victims = [rnd.random() for _ in range(pods)]
+    latencies, delete_times, scheduled = [], [], 0
+    start = clock()
+    for i, pod in enumerate(arrivals):
+        now += 0.01
+        t1 = clock()
+        if running:
+            k = int(victims[i] * len(running))
+            running[k], running[-1] = running[-1], running[k]
+            victim = running.pop()
+            if delete_via == "unreserve":
+                scheduler.unreserve(victim)
+            else:
+                cluster.forget(victim, now)
+        t2 = clock()
+        decision = scheduler.schedule(pod, now=now)
+        t3 = clock()
+        delete_times.append((t2 - t1) * 1000)
+        latencies.append((t3 - t2) * 1000)
+        if record is not None:
+            record.append(decision_record(decision))
+        if decision.node is not None:
+            scheduler.bound(pod, now=now)
+            running.append(pod)
+            scheduled += 1
+    elapsed = clock() - start
+    gc.unfreeze()
+    mean = statistics.fmean(latencies)
+    ordered = sorted(latencies)
+    figures: dict[str, Any] = {
+        "nodes": n_nodes,
+        "pods": pods,
+        "running_at_start": prefill,
+        "scheduled": scheduled,
+        "pods_per_second": pods / elapsed,
+        "mean_ms": mean,
+        "p50_ms": ordered[len(ordered) // 2],
+        "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        "delete_mean_ms": statistics.fmean(delete_times),
+        "build_seconds": build_s,
+        "prefill_seconds": fill_s,
+        "seconds": elapsed,
+    }
+    if timer is not None:
+        total = sum(latencies) / 1000
+        figures["phases_ms_per_pod"] = {k: v * 1000 / pods for k, v in sorted(timer.seconds.items())}
+        figures["phases_calls"] = dict(sorted(timer.calls.items()))
+        figures["phases_ms_per_pod"]["schedule (all of it)"] = total * 1000 / pods
+    return figures
+
+
+def digest(records: list) -> str:
+    """A stable digest of decision records."""
+    return hashlib.sha256(json.dumps(records, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--per-node", type=float, default=6.0, help="pods a node placed before the timed arrivals")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--delete-via", choices=("forget", "unreserve"), default="forget")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with this process's CPU time instead of wall time (for a busy machine)")
+    parser.add_argument("--phases", action="store_true", help="also a second run with per-phase timers")
+    parser.add_argument("--digest", action="store_true", help="print a digest of every decision (node and placement)")
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    unit = " (CPU time)" if args.cpu_time else ""
+    records: list | None = [] if args.digest else None
+    figures = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, record=records)
+    figures["clock"] = "cpu" if args.cpu_time else "wall"
+    print(f"{figures['nodes']} heterogeneous nodes, {figures['running_at_start']} pods running, {figures['pods']} arrivals "
+          f"each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, mean {figures['mean_ms']:.2f} ms, "
+          f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, deletion {figures['delete_mean_ms']:.3f} ms, "
+          f"scheduled {figures['scheduled']} (built in {figures['build_seconds']:.1f} s, "
+          f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
+    if records is not None:
+        figures["digest"] = digest(records)
+        print(f"decisions digest {figures['digest']}", flush=True)
+    if args.phases:
+        timed = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, phases=True)
+        figures["phases_ms_per_pod"] = timed["phases_ms_per_pod"]
+        figures["phases_calls"] = timed["phases_calls"]
+        figures["phases_run_mean_ms"] = timed["mean_ms"]
+        print(f"where the time goes (ms per arrival, timed run: mean {timed['mean_ms']:.3f} ms):", flush=True)
+        pods_n = args.pods
+        for label, ms in sorted(timed["phases_ms_per_pod"].items(), key=lambda kv: -kv[1]):
+            print(f"  {label:45s} {ms:8.4f}  ({timed['phases_calls'].get(label, pods_n)} calls)", flush=True)
+    figures["peak_rss_mib"] = peak_rss_mib()
+    print(f"peak RSS {figures['peak_rss_mib']:.0f} MiB", flush=True)
+    write_json(args.json_out, figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
