@@ -2,7 +2,7 @@
 
 :func:`choose_devices` is pure: it reads a :class:`~toposched.devices.inventory.DeviceInventory`,
 the ids that are free, the NUMA nodes the pod may use and the pod's
-:class:`~toposched.scheduler.intent.DeviceScope`, and returns a frozen :class:`DeviceChoice`:
+:class:`DeviceScope` (read from its annotations by :mod:`toposched.scheduler.intent`), and returns a frozen :class:`DeviceChoice`:
 ids per resource, the locality level the jointly placed devices achieve and the NUMA nodes
 used, or the reason a node cannot take the request.
 
@@ -33,17 +33,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations, combinations_with_replacement
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toposched.devices.inventory import LEVEL_NODE, LEVEL_NUMA, LEVEL_PCIE, LEVELS, DeviceInventory, NodeDevice
 from toposched.errors import InputError
 from toposched.topology.model import DeviceKind
 
-if TYPE_CHECKING:
-    # Only the type: the scheduler imports this module, so a runtime import would be circular.
-    from toposched.scheduler.intent import DeviceScope
-
-__all__ = ["DEVICE_TYPE_KINDS", "DeviceChoice", "choose_devices"]
+__all__ = ["DEVICE_TYPE_KINDS", "DeviceChoice", "DeviceScope", "choose_devices"]
 
 #: Koordinator's device types (``deviceTypes`` of ``device-joint-allocate``) as device kinds.
 DEVICE_TYPE_KINDS: Mapping[str, frozenset[DeviceKind]] = MappingProxyType({
@@ -51,6 +47,24 @@ DEVICE_TYPE_KINDS: Mapping[str, frozenset[DeviceKind]] = MappingProxyType({
     "rdma": frozenset({DeviceKind.INFINIBAND, DeviceKind.NIC}),
     "fpga": frozenset({DeviceKind.ACCELERATOR}),
 })
+
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceScope:
+    """Where a pod's devices must (``required``) or should sit together.
+
+    ``scope`` is ``pcie`` (under one PCIe switch), ``numa`` (on one NUMA node) or ``node`` (anywhere
+    on the node). ``device_types`` names Koordinator device types (``gpu``, ``rdma``, ``fpga``)
+    grouped together, the first being the primary one; empty means every device the pod asks for.
+    ``source`` names the annotation it was read from.
+    """
+
+    scope: str
+    required: bool
+    device_types: tuple[str, ...] = ()
+    source: str = ""
+
 
 _RANK = {level: i for i, level in enumerate(LEVELS)}
 _EMPTY: Mapping[str, tuple[str, ...]] = MappingProxyType({})
@@ -100,7 +114,7 @@ def choose_devices(
     free: Mapping[str, Iterable[str]] | None = None,
     *,
     numa_nodes: Iterable[int] | None = None,
-    scope: "DeviceScope | None" = None,
+    scope: DeviceScope | None = None,
 ) -> DeviceChoice:
     """Choose device ids for ``request`` (``{resource: count}``) on the node ``inventory`` describes.
 

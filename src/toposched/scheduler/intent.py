@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from toposched.devices.joint import DeviceScope
 from toposched.errors import InputError
 from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
 from toposched.kubelet.scope import SCOPE_CONTAINER, SCOPE_POD
@@ -136,21 +137,6 @@ _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
 # ---- the values ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceScope:
-    """Where a pod's devices must (``required``) or should sit together.
-
-    ``scope`` is ``pcie`` (under one PCIe switch), ``numa`` (on one NUMA node) or ``node`` (anywhere
-    on the node). ``device_types`` names Koordinator device types (``gpu``, ``rdma``, ``fpga``)
-    grouped together, the first being the primary one; empty means every device the pod asks for.
-    """
-
-    scope: str
-    required: bool
-    device_types: tuple[str, ...] = ()
-    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
