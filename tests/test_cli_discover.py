@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from toposched.kubelet.description import DESCRIPTION_ATTRIBUTE, NodeDescription
-from toposched.topology.sysfs import read_sysfs
 from typer.testing import CliRunner
 
 from toposched.cli import app
+from toposched.kubelet.description import DESCRIPTION_ATTRIBUTE, NodeDescription
 from toposched.topology import CPUSet
+from toposched.topology.sysfs import read_sysfs
 
 runner = CliRunner()
 

@@ -46,7 +46,7 @@ class InputError(ToposchedError, ValueError):
             value = _one_line(value)
         super().__setattr__(name, value)
 
-    def with_source(self, source: str) -> "InputError":
+    def with_source(self, source: str) -> InputError:
         """Return this error with ``source`` set, unless a source is already known."""
         if self.source is None:
             self.source = source

@@ -481,7 +481,7 @@ def test_openb_trace_workload_and_cluster():
             chosen = result.best()
             assert chosen is not None and result.feasible[chosen]
             assert (result.scores[~result.feasible] == 0).all()
-            assert ((0 <= result.scores) & (result.scores <= 100)).all()
+            assert ((result.scores >= 0) & (result.scores <= 100)).all()
             if pod.num_gpu:
                 gpus = make_policy(name, workload=workload, seed=3).choose_gpus(nodes[chosen], pod)
                 assert gpus is not None and len(gpus) == pod.num_gpu

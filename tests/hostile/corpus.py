@@ -9,7 +9,6 @@ requests are in ``test_extender_corpus.py``.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 import typer.testing  # noqa: F401 - imported once here (not in a child), so each forked case starts warm
 
 import toposched.cli  # noqa: F401

@@ -24,7 +24,7 @@ def memory_client() -> MemoryClient:
 
 
 @pytest.fixture
-def fake_server() -> Iterator["FakeApiServer"]:  # noqa: F821 - imported lazily below
+def fake_server() -> Iterator[FakeApiServer]:  # noqa: F821 - imported lazily below
     """A running :class:`FakeApiServer` over an empty store (``fake_server.store``); stopped after the test."""
     from tests.kube.fake_server import FakeApiServer
 
@@ -35,7 +35,7 @@ def fake_server() -> Iterator["FakeApiServer"]:  # noqa: F821 - imported lazily 
 
 
 @pytest.fixture
-def http_client(fake_server) -> Iterator["LightkubeClient"]:  # noqa: F821 - imported lazily below
+def http_client(fake_server) -> Iterator[LightkubeClient]:  # noqa: F821 - imported lazily below
     """A :class:`LightkubeClient` connected over HTTP to ``fake_server``."""
     from toposched.kube.lightkube_client import LightkubeClient
 

@@ -133,11 +133,10 @@ def test_the_extender_process_answers_kube_scheduler_and_binds(tmp_path, fake_se
 
 
 def test_report_age_is_that_of_the_oldest_report():
+    from tests.kube.test_standalone import nrt_obj
     from toposched.cli.cluster_common import oldest_report_age
     from toposched.scheduler import Cluster
     from toposched.topology.nrt import parse_nrt
-
-    from tests.kube.test_standalone import nrt_obj
 
     cluster = Cluster()
     assert oldest_report_age(cluster, 100.0) == 0.0

@@ -7,11 +7,11 @@ import pytest
 from toposched.kube.client import WatchEvent
 from toposched.kube.cluster_sync import ClusterSync
 from toposched.kubelet import KubeletConfig
+from toposched.node_report import node_report
 from toposched.scheduler import Cluster, Scheduler
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Device, DeviceKind, Machine
-from toposched.node_report import node_report
 from toposched.workload import Pod
 
 GI = 2**30

@@ -26,12 +26,12 @@ from hypothesis import strategies as st
 from toposched.errors import InputError
 from toposched.kube.client import CONFIGMAPS, NRTS, Conflict, ServerError
 from toposched.kube.controller import (
-    keep_controller_attributes,
     OWNED_ANNOTATION,
     ConfigMapSource,
     Controller,
     HTTPSource,
     SourceUnavailable,
+    keep_controller_attributes,
     merge_zone_attributes,
     parse_zone_attributes,
 )

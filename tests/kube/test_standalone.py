@@ -22,12 +22,12 @@ from toposched.kube.client import EVENTS, LEASES, NODES, NRTS, PODS, ServerError
 from toposched.kube.leader import LeaderElector
 from toposched.kube.memory import MemoryClient
 from toposched.kube.standalone import StandaloneScheduler
+from toposched.kubelet.config import KubeletConfig
+from toposched.node_report import node_report
 from toposched.scheduler import Cluster, Placement, Scheduler
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine
-from toposched.kubelet.config import KubeletConfig
-from toposched.node_report import node_report
 
 GI = 2**30
 T0 = 1_700_000_000.0

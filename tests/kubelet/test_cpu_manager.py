@@ -16,8 +16,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from machines import MACHINES
+
 from toposched.errors import InputError
 from toposched.kubelet import TopologyHint
 from toposched.kubelet.cpu_assignment import CPUAllocationError

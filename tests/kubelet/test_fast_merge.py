@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toposched.errors import InputError
 import toposched.kubelet.fast_merge as fast_merge
+from toposched.errors import InputError
 from toposched.kubelet import TopologyHint, fast_merge_hints, merge_hints
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")

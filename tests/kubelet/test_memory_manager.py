@@ -1032,7 +1032,7 @@ def check_no_overcommit(policy: StaticMemoryPolicy) -> None:
         for t in s.memory_map.values():
             assert t.free >= 0 and t.reserved >= 0
             assert t.free + t.reserved == t.allocatable, "a NUMA node is over-committed"
-    counts = {n: 0 for n in state}
+    counts = dict.fromkeys(state, 0)
     for containers in policy.assignments.values():
         for bl in containers.values():
             for b in bl:

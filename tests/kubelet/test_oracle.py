@@ -17,12 +17,11 @@ import re
 from pathlib import Path
 
 import pytest
-
-from toposched.topology import CPUSet
 from hypothesis import HealthCheck, given, settings
 
 from tests.kubelet.oracle import Oracle, model_result, normalise
 from tests.kubelet.oracle_cases import OPEN_DIVERGENCES, cases
+from toposched.topology import CPUSet
 
 _REPO = Path(__file__).resolve().parents[2]
 REGRESSIONS = Path(__file__).with_name("oracle_regressions")

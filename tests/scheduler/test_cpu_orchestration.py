@@ -148,7 +148,7 @@ EXCLUSIVE_CASES = [
                          ids=[c[0] for c in EXCLUSIVE_CASES])
 def test_exclusivity_keeps_exclusive_pods_apart(case, shape, taken, theirs, ours, bind, count, want):
     machine = koord_machine(*shape)
-    held = {cpu: theirs for cpu in P(taken)}
+    held = dict.fromkeys(P(taken), theirs)
     got = take_cpus(machine, machine.online - P(taken), count, bind_policy=bind, exclusive_policy=ours, held=held)
     assert got == P(want)
 

@@ -98,9 +98,9 @@ def available(view: NodeView, zone: str, resource: str) -> int | None:
 
 GET_CASES = [
     # name, initial reports, node asked, foreign pod seen on it, {strategy: (returns the report?, fresh)}
-    ("empty", [], "worker-node-1", False, {s: (False, True) for s in STRATEGIES}),
-    ("data present", ["worker-node-1"], "worker-node-1", False, {s: (True, True) for s in STRATEGIES}),
-    ("data missing for node", ["worker-node-1"], "invalid-node", False, {s: (False, True) for s in STRATEGIES}),
+    ("empty", [], "worker-node-1", False, dict.fromkeys(STRATEGIES, (False, True))),
+    ("data present", ["worker-node-1"], "worker-node-1", False, dict.fromkeys(STRATEGIES, (True, True))),
+    ("data missing for node", ["worker-node-1"], "invalid-node", False, dict.fromkeys(STRATEGIES, (False, True))),
     ("data present with foreign pods", ["worker-node-1"], "worker-node-1", True, {
         STRATEGY_PASSTHROUGH: (True, True),
         STRATEGY_DISCARD_RESERVED: (True, True),

@@ -13,7 +13,7 @@ from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.framework import registry
 from toposched.scheduler.profile_setup import load_profile
-from toposched.topology import CPUSet, Machine, NUMANode
+from toposched.topology import Machine, NUMANode
 from toposched.workload import Container, Pod
 
 GiB = 1 << 30

@@ -44,9 +44,9 @@ from toposched.sim.fgd_experiment import (
     run_fgd_seeds,
     sharing_form,
 )
+from toposched.sim.model import SimPod
 from toposched.sim.nodes_csv import read_alibaba_nodes
 from toposched.sim.traces import read_alibaba_pods
-from toposched.sim.model import SimPod
 from toposched.sim.truth import NodeTruth
 from toposched.workload import Container, Pod
 

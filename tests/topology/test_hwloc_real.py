@@ -103,7 +103,7 @@ class HwlocView:
     distances: dict[int, dict[int, int]] | None  # hwloc's NUMALatency matrix by os index
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hwloc_view(path: Path) -> HwlocView:
     """Run hwloc's tools once per file."""
     base = ("hwloc-info", "--disallowed", "--input", str(path))
@@ -163,7 +163,7 @@ def pair(request: pytest.FixtureRequest, folder: Path) -> tuple[Machine, HwlocVi
     return _read(path), hwloc_view(path)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read(path: Path) -> Machine:
     return read_hwloc_xml(path)
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tests.fixtures.sysfs_tree import (
     FIXTURES,
     GiB,
-    MiB,
     MachineSpec,
+    MiB,
     PCIDeviceSpec,
     cpuless_node,
     epyc_like_8numa,

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import shared_path
 
+from tests.conftest import shared_path
 from toposched.topology import CPUSet, Machine
 from toposched.topology.sysfs import read_sysfs
 
@@ -91,8 +91,8 @@ class Obj:
     busid: str | None = None
     pci_class: str | None = None  # four hex digits, e.g. "0200"
     memory: int | None = None
-    children: list["Obj"] = field(default_factory=list)
-    parent: "Obj | None" = None
+    children: list[Obj] = field(default_factory=list)
+    parent: Obj | None = None
 
     def walk(self):
         yield self
@@ -301,7 +301,7 @@ OUTPUT_ONLY: dict[str, dict[str, Any]] = {
     # By default hwloc hides the NVLink GPUs' memory nodes; we keep every CPU-less node.
     "nvidiagpunumanodes": {
         "numa_cpus": {n: (ABSENT, CPUSet()) for n in _GPU_NODES},
-        "numa_memory": {n: (ABSENT, 15 * 1024**3) for n in _GPU_NODES},
+        "numa_memory": dict.fromkeys(_GPU_NODES, (ABSENT, 15 * 1024 ** 3)),
     },
 }
 LIVE_ONLY: dict[str, dict[str, Any]] = {

@@ -23,10 +23,9 @@ from toposched.cli.controller import controller  # noqa: E402
 from toposched.cli.discover import discover  # noqa: E402
 from toposched.cli.explain import explain  # noqa: E402
 from toposched.cli.extender import extender  # noqa: E402
+from toposched.cli.guard import one_line_errors  # noqa: E402
 from toposched.cli.scheduler import scheduler  # noqa: E402
 from toposched.cli.simulate import simulate  # noqa: E402
-
-from toposched.cli.guard import one_line_errors  # noqa: E402
 
 app.command("simulate")(one_line_errors("simulate")(simulate))
 app.command("discover")(one_line_errors("discover")(discover))

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import typer
 
 from toposched.errors import InputError
 from toposched.kube.lightkube_client import LightkubeClient
-from toposched.kube.ops import Metrics, OpsServer, Registry, configure_logging, freeze_heap, parse_listen_address, shutdown_event
+from toposched.kube.ops import (
+    Metrics,
+    OpsServer,
+    Registry,
+    configure_logging,
+    freeze_heap,
+    parse_listen_address,
+    shutdown_event,
+)
 from toposched.scheduler import Cluster
 
 __all__ = ["KUBECONFIG", "LOG_FORMAT", "LOG_LEVEL", "METRICS_ADDR", "connect", "fail", "oldest_report_age", "serving",

@@ -7,7 +7,6 @@ import platform
 import shutil
 from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 import yaml
@@ -31,22 +30,22 @@ class OutputFormat(StrEnum):
 
 
 def discover(
-    sysfs: Optional[Path] = typer.Option(None, "--sysfs", metavar="ROOT",
+    sysfs: Path | None = typer.Option(None, "--sysfs", metavar="ROOT",
                                          help="Read a sysfs tree under ROOT (a snapshot or /)."),
-    hwloc: Optional[Path] = typer.Option(None, "--hwloc", metavar="FILE",
+    hwloc: Path | None = typer.Option(None, "--hwloc", metavar="FILE",
                                          help="Read an hwloc XML export (lstopo --of xml)."),
-    nrt: Optional[Path] = typer.Option(None, "--nrt", metavar="FILE",
+    nrt: Path | None = typer.Option(None, "--nrt", metavar="FILE",
                                        help="Read a NodeResourceTopology object (YAML or JSON)."),
     output: OutputFormat = typer.Option(OutputFormat.TABLE, "-o", "--output", case_sensitive=False,
                                         help="table, json (the full model), yaml, or nrt (for kubectl apply)."),
-    node_name: Optional[str] = typer.Option(None, "--node-name",
+    node_name: str | None = typer.Option(None, "--node-name",
                                             help="Node name for -o nrt (default: the machine's host name)."),
     policy: str = typer.Option("none", "--policy",
                                help="Topology Manager policy written into -o nrt."),
     scope: str = typer.Option("container", "--scope", help="Topology Manager scope written into -o nrt."),
     cpu_manager_policy: str = typer.Option("static", "--cpu-manager-policy",
                                            help="CPU manager policy written into -o nrt (static or none)."),
-    kubelet_config: Optional[Path] = typer.Option(
+    kubelet_config: Path | None = typer.Option(
         None, "--kubelet-config", metavar="FILE",
         help="A KubeletConfiguration file for -o nrt (its policies, options and reservations; "
              "overrides --policy, --scope and --cpu-manager-policy)."),

@@ -26,9 +26,9 @@ from toposched.sim.fgd_experiment import (
     run_fgd_experiment,
     run_fgd_seeds,
 )
+from toposched.sim.limits import MAX_SEED
 from toposched.sim.metrics import reason_meaning
 from toposched.sim.report import write_report
-from toposched.sim.limits import MAX_SEED
 from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario, sim_config
 
 __all__ = ["simulate", "summary_table"]

@@ -129,7 +129,7 @@ class DeviceInventory:
     # ---- construction -----------------------------------------------------------------------
 
     @classmethod
-    def from_machine(cls, machine: Machine, resource_map: DeviceResourceMap | None = None) -> "DeviceInventory":
+    def from_machine(cls, machine: Machine, resource_map: DeviceResourceMap | None = None) -> DeviceInventory:
         """The devices of a machine that are extended resources, ordered by PCI address.
 
         A device's resource is its ``"resource"`` attribute when it has one (devices of a machine
@@ -156,7 +156,7 @@ class DeviceInventory:
         return cls(found, source=f"node {machine.hostname}" if machine.hostname else "machine")
 
     @classmethod
-    def from_nrt(cls, nrt: NodeResourceTopology, resource_map: DeviceResourceMap | None = None) -> "DeviceInventory":
+    def from_nrt(cls, nrt: NodeResourceTopology, resource_map: DeviceResourceMap | None = None) -> DeviceInventory:
         """The device resources a NodeResourceTopology reports, per NUMA zone; no switch is known.
 
         Devices get the ids :func:`~toposched.topology.nrt.machine_from_nrt` gives

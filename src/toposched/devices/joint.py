@@ -355,7 +355,7 @@ class _Pool:
 
     @classmethod
     def of(cls, inventory: DeviceInventory, resource: str, free: dict[str, set[str]] | None,
-           allowed: frozenset[int] | None) -> "_Pool":
+           allowed: frozenset[int] | None) -> _Pool:
         """The devices of ``resource`` that are free (all when ``free`` is None) and on an allowed NUMA node."""
         free_here = None if free is None else free.get(resource, set())
         devices = [

@@ -81,17 +81,17 @@ class DeviceResourceMap:
     source: str = ""
 
     @classmethod
-    def default(cls) -> "DeviceResourceMap":
+    def default(cls) -> DeviceResourceMap:
         """The map shipped with toposched (``toposched/data/devices/default-resource-map.yaml``)."""
         return _default_map()
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> "DeviceResourceMap":
+    def from_yaml(cls, path: str | os.PathLike[str]) -> DeviceResourceMap:
         """Read a map from a YAML (or JSON) file; InputError naming the file and the field on bad input."""
         return load_resource_map(path)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<device resource map>") -> "DeviceResourceMap":
+    def from_dict(cls, data: Any, source: str = "<device resource map>") -> DeviceResourceMap:
         """Build a map from decoded YAML: ``{"rules": [rule, ...]}``.
 
         Raises InputError (``source``, and a field such as ``rules[2].vendor``) for anything but

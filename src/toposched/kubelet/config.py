@@ -95,7 +95,7 @@ class KubeletConfig:
         return self.kube_reserved.get("memory", 0) + self.system_reserved.get("memory", 0) + self.eviction_memory
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> "KubeletConfig":
+    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> KubeletConfig:
         """Read a ``KubeletConfiguration`` object (the kubelet's ``--config`` file, parsed).
 
         Unknown fields are ignored; malformed topology fields raise :class:`InputError`.

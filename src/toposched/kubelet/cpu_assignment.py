@@ -106,7 +106,7 @@ class CPUTopology:
     smallest_cache: int = field(default=0, repr=False)
 
     @classmethod
-    def of(cls, machine: Machine) -> "CPUTopology":
+    def of(cls, machine: Machine) -> CPUTopology:
         """The topology of ``machine``'s online CPUs (computed once per machine object, which is immutable)."""
         known = _TOPOLOGIES.get(machine)
         if known is None:
@@ -114,7 +114,7 @@ class CPUTopology:
         return known
 
     @classmethod
-    def _build(cls, machine: Machine) -> "CPUTopology":
+    def _build(cls, machine: Machine) -> CPUTopology:
         numa: dict[int, int] = {}
         socket: dict[int, int] = {}
         core: dict[int, int] = {}

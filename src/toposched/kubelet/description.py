@@ -172,7 +172,7 @@ class NodeDescription:
         return out
 
     @classmethod
-    def from_json(cls, text: Any, *, source: str | None = None) -> "NodeDescription":
+    def from_json(cls, text: Any, *, source: str | None = None) -> NodeDescription:
         """Decode an attribute value; InputError (source, field path) for anything malformed or inconsistent."""
         obj = _load(text, DESCRIPTION_ATTRIBUTE, source)
         try:
@@ -181,7 +181,7 @@ class NodeDescription:
             raise InputError(err.message, field=_path(DESCRIPTION_ATTRIBUTE, err.field), source=source) from None
 
     @classmethod
-    def _from_obj(cls, obj: Mapping[str, Any]) -> "NodeDescription":
+    def _from_obj(cls, obj: Mapping[str, Any]) -> NodeDescription:
         d = _Decoder()
         raw_numa = d.list(obj.get("numa"), "numa", required=True)
         if not raw_numa:
@@ -374,7 +374,7 @@ class NodeAllocations:
         return json.dumps({"version": DESCRIPTION_VERSION, "pods": pods}, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: Any, *, source: str | None = None) -> "NodeAllocations":
+    def from_json(cls, text: Any, *, source: str | None = None) -> NodeAllocations:
         """Decode an attribute value; InputError (source, field path) for anything malformed."""
         obj = _load(text, ALLOCATIONS_ATTRIBUTE, source)
         d = _Decoder()

@@ -44,8 +44,8 @@ from toposched.kubelet.topology_manager import (
     Hint,
     MergeProblem,
     PolicyOptions,
-    max_of_min_mask_counts,
     finish_merge,
+    max_of_min_mask_counts,
     prepare_merge,
 )
 

@@ -1,12 +1,12 @@
 """The cluster's scheduling decisions, in the shape of the Kubernetes scheduling framework."""
 
+from toposched.scheduler import plugins  # noqa: E402,F401  (registers the built-in plugins)
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import CycleState, Profile, Registry, registry
 from toposched.scheduler.nodes import NodeSpec, Taint
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.scheduler.status import Code, Status
-from toposched.scheduler import plugins  # noqa: E402,F401  (registers the built-in plugins)
 
 __all__ = sorted(
     [

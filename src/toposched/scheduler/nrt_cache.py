@@ -256,7 +256,7 @@ class NRTCache:
         profile_names: Iterable[str] = ("default-scheduler",),
         initial: Iterable[NodeResourceTopology] = (),
         start: float = 0.0,
-    ) -> "NRTCache":
+    ) -> NRTCache:
         """The cache upstream builds from the plugin args: ``discardReservedNodes`` wins, then a
         ``cacheResyncPeriodSeconds`` > 0 selects overreserve, else passthrough."""
         if args.discard_reserved_nodes:

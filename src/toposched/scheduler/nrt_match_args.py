@@ -117,7 +117,7 @@ class NodeResourceTopologyMatchArgs:
         return found
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> "NodeResourceTopologyMatchArgs":
+    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> NodeResourceTopologyMatchArgs:
         """Decode, default and validate the args object, or a whole ``pluginConfig`` entry
         (``{name: NodeResourceTopologyMatch, args: {...}}``). ``None`` gives the defaults.
 

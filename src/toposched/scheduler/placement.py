@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,7 +83,7 @@ class Placement:
                 out.setdefault(resource, set()).update(ids)
         return out
 
-    def without_ids(self) -> "Placement":
+    def without_ids(self) -> Placement:
         """This placement with NUMA nodes and memory only: no cpuset, no device ids (a count-only node's).
 
         The agent enforces nothing for such a placement; the kubelet picks the CPUs and devices.
@@ -119,7 +118,7 @@ class Placement:
         }
 
     @classmethod
-    def from_annotation(cls, text: str, *, source: str | None = None) -> "Placement":
+    def from_annotation(cls, text: str, *, source: str | None = None) -> Placement:
         """Parse a ``toposched.io/placement`` annotation; refuse anything malformed or absurd.
 
         The node agent enforces what this says, so it is checked strictly: cpusets within the
@@ -136,7 +135,7 @@ class Placement:
             raise err.with_source(where) from None
 
     @classmethod
-    def _from_obj(cls, obj: Any) -> "Placement":
+    def _from_obj(cls, obj: Any) -> Placement:
         if not isinstance(obj, Mapping) or not isinstance(obj.get("node"), str) or not obj["node"]:
             raise InputError("needs a node name", field="node")
         containers = {}

@@ -51,27 +51,27 @@ class Status:
     plugin: str | None = None
 
     @classmethod
-    def success(cls) -> "Status":
+    def success(cls) -> Status:
         """The node passes."""
         return _SUCCESS
 
     @classmethod
-    def unschedulable(cls, *reasons: str, plugin: str | None = None) -> "Status":
+    def unschedulable(cls, *reasons: str, plugin: str | None = None) -> Status:
         """The pod does not fit now but might after preemption or departures."""
         return cls(Code.UNSCHEDULABLE, reasons, plugin)
 
     @classmethod
-    def unresolvable(cls, *reasons: str, plugin: str | None = None) -> "Status":
+    def unresolvable(cls, *reasons: str, plugin: str | None = None) -> Status:
         """The pod cannot fit on this node whatever happens to other pods."""
         return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
 
     @classmethod
-    def error(cls, *reasons: str, plugin: str | None = None) -> "Status":
+    def error(cls, *reasons: str, plugin: str | None = None) -> Status:
         """Something went wrong that is not the pod's or the node's fit (bad input, a bug)."""
         return cls(Code.ERROR, reasons, plugin)
 
     @classmethod
-    def skip(cls, plugin: str | None = None) -> "Status":
+    def skip(cls, plugin: str | None = None) -> Status:
         """The plugin has nothing to say for this pod (upstream's Skip from PreFilter/PreScore)."""
         return cls(Code.SKIP, (), plugin)
 
@@ -90,7 +90,7 @@ class Status:
         """The reasons joined by ", " (upstream's ``Status.Message``)."""
         return ", ".join(self.reasons)
 
-    def with_plugin(self, plugin: str) -> "Status":
+    def with_plugin(self, plugin: str) -> Status:
         """This status attributed to ``plugin`` (unless it already names one)."""
         if self.plugin or self.code == Code.SUCCESS:
             return self

@@ -32,11 +32,11 @@ from toposched.devices.inventory import DeviceInventory
 from toposched.devices.resources import DeviceResourceMap
 from toposched.devices.share import GPU_MODEL_MEMORY
 from toposched.errors import InputError
-from toposched.sim.limits import MAX_SIM_NODES
 from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import canonical_units
 from toposched.scheduler.nodes import Taint
+from toposched.sim.limits import MAX_SIM_NODES
 from toposched.sim.model import (
     CPU_ENFORCEMENT_AGENT,
     CPU_ENFORCEMENT_KUBELET,

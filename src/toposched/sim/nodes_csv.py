@@ -31,9 +31,6 @@ from toposched.errors import InputError
 from toposched.inputs import check_dns_subdomain, read_file_text
 from toposched.kubelet import KubeletConfig
 from toposched.quantity import canonical_units, format_bytes
-from toposched.sim.limits import MAX_SIM_NODES
-from toposched.topology.hwloc import MAX_PUS
-from toposched.topology.nrt import MAX_DEVICES_PER_ZONE_RESOURCE
 from toposched.sim.hardware import (
     CPU_ENFORCEMENTS,
     build_machine,
@@ -43,8 +40,11 @@ from toposched.sim.hardware import (
     load_cluster,
     sim_node,
 )
+from toposched.sim.limits import MAX_SIM_NODES
 from toposched.sim.model import CPU_ENFORCEMENT_KUBELET, SimNode
 from toposched.topology import Device, DeviceKind, Machine
+from toposched.topology.hwloc import MAX_PUS
+from toposched.topology.nrt import MAX_DEVICES_PER_ZONE_RESOURCE
 
 __all__ = [
     "ALIBABA_NODE_COLUMNS",

@@ -37,11 +37,11 @@ from toposched.devices.share import (
 )
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
-from toposched.kubelet.description import DescribedDevice
 from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
+from toposched.kubelet.description import DescribedDevice
+from toposched.node_report import node_report
 from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
 from toposched.scheduler.fingerprint import pods_fingerprint
-from toposched.node_report import node_report
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, gpus_held_whole, shares_gpu
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode

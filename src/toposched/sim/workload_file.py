@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 
 from toposched.errors import InputError
-from toposched.sim.limits import MAX_HORIZON, MAX_SIM_PODS
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import format_bytes, format_cpu
+from toposched.sim.limits import MAX_HORIZON, MAX_SIM_PODS
 from toposched.sim.model import SimPod
 from toposched.workload import Container, Pod
 

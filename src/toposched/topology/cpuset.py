@@ -32,7 +32,7 @@ class CPUSet:
         self._mask = mask
 
     @classmethod
-    def from_mask(cls, mask: int) -> "CPUSet":
+    def from_mask(cls, mask: int) -> CPUSet:
         """Build a set from a bitmask (bit i set means CPU i is in the set)."""
         if mask < 0:
             raise InputError("a CPU bitmask cannot be negative", field="cpuset")
@@ -41,7 +41,7 @@ class CPUSet:
         return out
 
     @classmethod
-    def parse(cls, text: str) -> "CPUSet":
+    def parse(cls, text: str) -> CPUSet:
         """Parse the kernel's list syntax: "0-3,8-11", "5", "" (empty), "0-15:2/4" (strided).
 
         Surrounding white space and a trailing newline are ignored. Errors quote the text.
@@ -88,28 +88,28 @@ class CPUSet:
     def __hash__(self) -> int:
         return hash(("CPUSet", self._mask))
 
-    def __or__(self, other: "CPUSet") -> "CPUSet":
+    def __or__(self, other: CPUSet) -> CPUSet:
         return CPUSet.from_mask(self._mask | other._mask)
 
-    def __and__(self, other: "CPUSet") -> "CPUSet":
+    def __and__(self, other: CPUSet) -> CPUSet:
         return CPUSet.from_mask(self._mask & other._mask)
 
-    def __sub__(self, other: "CPUSet") -> "CPUSet":
+    def __sub__(self, other: CPUSet) -> CPUSet:
         return CPUSet.from_mask(self._mask & ~other._mask)
 
-    def __xor__(self, other: "CPUSet") -> "CPUSet":
+    def __xor__(self, other: CPUSet) -> CPUSet:
         return CPUSet.from_mask(self._mask ^ other._mask)
 
-    def __le__(self, other: "CPUSet") -> bool:
+    def __le__(self, other: CPUSet) -> bool:
         return self._mask & ~other._mask == 0
 
-    def __ge__(self, other: "CPUSet") -> bool:
+    def __ge__(self, other: CPUSet) -> bool:
         return other <= self
 
-    def __lt__(self, other: "CPUSet") -> bool:
+    def __lt__(self, other: CPUSet) -> bool:
         return self <= other and self != other
 
-    def __gt__(self, other: "CPUSet") -> bool:
+    def __gt__(self, other: CPUSet) -> bool:
         return other < self
 
     union = __or__
@@ -118,7 +118,7 @@ class CPUSet:
     issubset = __le__
     issuperset = __ge__
 
-    def isdisjoint(self, other: "CPUSet") -> bool:
+    def isdisjoint(self, other: CPUSet) -> bool:
         """True when no CPU is in both sets."""
         return self._mask & other._mask == 0
 
@@ -126,7 +126,7 @@ class CPUSet:
         """The CPU ids in ascending order."""
         return list(self)
 
-    def first(self, n: int) -> "CPUSet":
+    def first(self, n: int) -> CPUSet:
         """The ``n`` lowest CPU ids of the set (all of them if it has fewer)."""
         out = 0
         mask = self._mask

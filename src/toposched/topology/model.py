@@ -303,7 +303,7 @@ class Machine:
         memory_per_numa: int | Mapping[int, int] = 0,
         distances: Mapping[int, Mapping[int, int]] | None = None,
         numa_ids: Iterable[int] = (),
-    ) -> "Machine":
+    ) -> Machine:
         """Build a machine from rows ``{"cpu", "core", "socket", "numa"}`` (optional ``"die"``, ``"cache"``).
 
         Core ids must be unique machine-wide, as in the kubelet's ``CPUDetails``. This is the
@@ -388,7 +388,7 @@ class Machine:
         """The devices of one kind, in the order the reader found them."""
         return tuple(d for d in self.devices if d.kind == kind)
 
-    def with_devices(self, devices: Iterable[Device]) -> "Machine":
+    def with_devices(self, devices: Iterable[Device]) -> Machine:
         """A copy of this machine with a different device list."""
         return Machine(self.cpus, self.numa_nodes, tuple(devices), self.offline_cpus, self.hostname, self.attributes)
 

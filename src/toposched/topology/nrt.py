@@ -23,7 +23,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-
 from toposched.errors import InputError
 from toposched.inputs import check_dns_subdomain, check_resource_name
 from toposched.manifests import load_objects

@@ -451,8 +451,8 @@ def _read_cpu_kinds(tree: _Tree, online: CPUSet) -> dict[int, str]:
     core = _cpulist(tree, "sys/devices/cpu_core/cpus", "cpus")
     atom = _cpulist(tree, "sys/devices/cpu_atom/cpus", "cpus")
     if core is not None and atom is not None:
-        kinds = {cpu: _PERFORMANCE for cpu in core & online}
-        kinds.update({cpu: _EFFICIENCY for cpu in atom & online})
+        kinds = dict.fromkeys(core & online, _PERFORMANCE)
+        kinds.update(dict.fromkeys(atom & online, _EFFICIENCY))
         return kinds
     for leaf in ("cpu_capacity", "cpufreq/base_frequency"):
         values = {}
@@ -482,7 +482,7 @@ def _read_numa(tree: _Tree, cpus: _Cpus) -> _Numa:
     if not tree.isdir(_NODE_DIR):
         memory, hugepages = _machine_memory(tree)
         node = NUMANode(0, cpus.online, memory_bytes=memory, hugepages=hugepages)
-        return _Numa((node,), {cpu: 0 for cpu in cpus.online}, {0: cpus.online})
+        return _Numa((node,), dict.fromkeys(cpus.online, 0), {0: cpus.online})
 
     ids = sorted(int(m.group(1)) for n in tree.listdir(_NODE_DIR) if (m := _NODE_NAME.fullmatch(n)))
     ids = [i for i in ids if tree.isdir(f"{_NODE_DIR}/node{i}")]

@@ -218,7 +218,7 @@ class Pod:
         return add_resources(total, self.overhead)
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> "Pod":
+    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> Pod:
         """Parse a real pod object (JSON/YAML as the API server returns it or as written by hand).
 
         Unknown fields are ignored; malformed ones raise :class:`InputError` naming the pod

@@ -9,7 +9,6 @@ Policies on the Node"); the eviction percentage follows the kubelet's ``GetThres
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.kube.agent.agent_fakes import UID_A, write_kubelet_dir

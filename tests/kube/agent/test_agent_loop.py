@@ -171,7 +171,12 @@ def test_devices_and_their_holders_come_from_the_kubelets_podresources_api(memor
     import json
 
     from tests.kube.agent.podresources_fakes import GPU, VF, FakeKubelet
-    from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeAllocations, NodeDescription
+    from toposched.kubelet.description import (
+        ALLOCATIONS_ATTRIBUTE,
+        DESCRIPTION_ATTRIBUTE,
+        NodeAllocations,
+        NodeDescription,
+    )
 
     socket = tmp_path / "kubelet.sock"
     with FakeKubelet(socket):

@@ -26,13 +26,13 @@ from tests.fixtures.sysfs_tree import two_socket_smt, write_sysfs_tree
 from tests.kube.agent.agent_fakes import NODE, UID_A, UID_B, make_pod, placement, write_kubelet_dir
 from toposched.errors import InputError
 from toposched.kube.agent.kubelet_files import read_kubelet_files
-from toposched.node_report import node_report, reserved_cpus
 from toposched.kubelet.config import KubeletConfig
-from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeAllocations, NodeDescription
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
+from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeAllocations, NodeDescription
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.memory_manager import StaticMemoryPolicy
 from toposched.kubelet.memory_state import parse_memory_state, write_memory_state
+from toposched.node_report import node_report, reserved_cpus
 from toposched.scheduler.cluster import kubelet_config_from_nrt
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.topology import CPUSet

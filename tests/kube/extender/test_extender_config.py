@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from tests.kube.extender.scenario import build
-from toposched.devices import DeviceResourceMap
-from toposched.devices import share
+from toposched.devices import DeviceResourceMap, share
 from toposched.scheduler.framework import registry
 from toposched.scheduler.profiles import load_scheduler_config
 

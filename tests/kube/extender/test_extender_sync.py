@@ -4,6 +4,7 @@ A bound pod's MODIFIED event arrives after the extender's own bind; the ledger m
 the pod once, on the node and CPUs the bind wrote, and the next pod must get other CPUs.
 """
 
+from tests.kube.extender.scenario import Clock, machine, node_object, pod_object
 from toposched.kube.client import NODES, NRTS, PODS
 from toposched.kube.cluster_sync import ClusterSync
 from toposched.kube.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderService
@@ -13,8 +14,6 @@ from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet
 from toposched.topology.nrt import dump_nrt, nrt_from_machine
-
-from tests.kube.extender.scenario import Clock, machine, node_object, pod_object
 
 
 def test_bind_then_the_watch_event_keeps_one_ledger_entry_and_the_next_pod_gets_other_cpus():
