@@ -72,7 +72,8 @@ def main() -> int:
         for label, merge in (("upstream", merge_hints), ("fast", fast_merge_hints)):
             f = run(numa, merge, args.rounds)
             figures[f"{label}:{numa}"] = f
-            print(f"{numa:2d} NUMA  {label:8s} merge  admitted pods: median {f['admitted_median_ms']:7.2f} ms  all: max {f['max_ms']:7.2f} ms"
+            print(f"{numa:2d} NUMA  {label:8s} merge  admitted pods: median {f['admitted_median_ms']:7.2f} ms"
+                  f"  all: max {f['max_ms']:7.2f} ms"
                   f"  ({f['admissions']} admissions, {f['admitted']} admitted)", flush=True)
     figures["peak_rss_mib"] = peak_rss_mib()
     write_json(args.json_out, figures)

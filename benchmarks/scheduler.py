@@ -104,7 +104,8 @@ def make_pods(count: int, seed: int) -> list[Pod]:
                 limits["hugepages-1Gi"] = rnd.choice([1, 2, 4]) * GI
             containers = (Container("app", limits=limits),)
         elif roll < 0.9:
-            containers = (Container("app", requests={"cpu": rnd.choice([100, 250, 500, 1500]), "memory": rnd.choice([256, 512, 2048]) * 2**20}),)
+            containers = (Container("app", requests={"cpu": rnd.choice([100, 250, 500, 1500]),
+                                                     "memory": rnd.choice([256, 512, 2048]) * 2**20}),)
         else:
             containers = (Container("app"),)
         pods.append(Pod(f"pod-{i:05d}", uid=f"uid-{i:05d}", containers=containers))

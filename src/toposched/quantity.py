@@ -41,7 +41,8 @@ _MAX_TEXT = 64
 def parse_quantity(value: str | int | float, *, field: str | None = None) -> Fraction:
     """Parse a quantity into an exact Fraction; raise InputError quoting it when it is not one.
 
-    Negative, non-finite and absurdly large (≥ 2^63 milli-units, as apimachinery's int64) values are refused: no request or capacity is either.
+    Negative, non-finite and absurdly large (≥ 2^63 milli-units, as apimachinery's int64) values
+    are refused: no request or capacity is either.
     """
     if isinstance(value, bool):
         raise InputError(f"quantity {value!r} is not a number", field=field)

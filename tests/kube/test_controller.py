@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposched.errors import InputError
-from toposched.kube.client import CONFIGMAPS, NRTS, Conflict, ServerError
+from toposched.kube.client import CONFIGMAPS, NRTS, Conflict, NotFound, ServerError
 from toposched.kube.controller import (
     OWNED_ANNOTATION,
     ConfigMapSource,
@@ -422,7 +422,7 @@ def test_server_errors_are_left_to_the_next_resync(memory_client, clock, caplog)
 def test_never_creates_nrts_and_follows_new_and_deleted_ones(memory_client, clock, caplog):
     ctl = controller_for(memory_client, StaticSource({"node-a": {"node-0": {CAP: "4"}, "node-9": {CAP: "1"}}}), clock)
     ctl.step()
-    with pytest.raises(Exception):
+    with pytest.raises(NotFound):
         memory_client.get(NRTS, "node-a")
     publish(memory_client, nrt("node-a"))
     with caplog.at_level(logging.WARNING):

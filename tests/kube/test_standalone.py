@@ -388,7 +388,7 @@ def test_two_replicas_with_leader_election_bind_each_pod_exactly_once():
     one, two = elected(client, clock, "one"), elected(client, clock, "two")
     for _ in range(6):  # both replicas run side by side; only the leader binds
         for replica in (one, two):
-            for result in drain(replica):
+            for _ in drain(replica):
                 assert replica is one
         clock.now += 1
     assert one.leading and not two.leading

@@ -986,7 +986,7 @@ def check_exclusive(dm: DeviceManager, live: dict[str, Pod]) -> None:
                 mine = held.get(name, {}).get(resource, frozenset())
                 assert not mine & seen, f"{resource}: containers of {uid} share {mine & seen}"
                 seen |= mine
-            for name, resources in held.items():
+            for resources in held.values():
                 for d in resources.get(resource, ()):
                     assert owner.setdefault(d, uid) == uid, f"{d} held by {owner[d]} and {uid}"
 

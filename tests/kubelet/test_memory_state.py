@@ -205,7 +205,8 @@ def test_empty_entries_are_omitted_and_pod_entries_select_v2() -> None:
 
 
 def test_nulls_survive_a_round_trip() -> None:
-    content = '{"policyName":"Static","machineState":{"0":{"numberOfAssignments":0,"memoryMap":null,"cells":null}},"entries":{"p":{"c":null}},"checksum":0}'
+    content = ('{"policyName":"Static","machineState":{"0":{"numberOfAssignments":0,"memoryMap":null,"cells":null}},'
+               '"entries":{"p":{"c":null}},"checksum":0}')
     cp = parse_memory_state(content)
     assert cp.machine_state[0] == NUMANodeState(0, None, None)
     again = parse_memory_state(format_memory_state(cp))

@@ -224,7 +224,8 @@ class NodeShape:
         return (f"NodeShape(numa={len(m.numa_ids)}, sockets={len(m.sockets)}, cores={len(m.cores)}, "
                 f"threads={m.threads_per_core}, memory={[n.memory_bytes // MI for n in m.numa_nodes]}Mi, "
                 f"hugepages2Mi={[dict(n.hugepages).get(2 * MI, 0) for n in m.numa_nodes]}, "
-                f"distances={[dict(n.distances) for n in m.numa_nodes] if m.numa_nodes[0].distances else None}, devices={gpus}, policy={c.topology_manager_policy}/"
+                f"distances={[dict(n.distances) for n in m.numa_nodes] if m.numa_nodes[0].distances else None}, "
+                f"devices={gpus}, policy={c.topology_manager_policy}/"
                 f"{c.topology_manager_scope} {dict(c.topology_manager_options)}, cpu={c.cpu_manager_policy} {dict(c.cpu_manager_options)} "
                 f"reserved={c.reserved_system_cpus} kube_reserved={dict(c.kube_reserved)}, "
                 f"memory={c.memory_manager_policy} {dict(c.reserved_memory)}, max_pods={c.max_pods})")

@@ -408,7 +408,7 @@ def assert_replica_matches_ledger(cluster: Cluster, name: str) -> None:
         return
     state = record.model.cpu.state
     for uid, entry in record.pods.items():
-        assigned = {c: cpus for c, cpus in state.assignments.get(uid, {}).items()}
+        assigned = dict(state.assignments.get(uid, {}))
         placed = {c: p.cpuset for c, p in entry.placement.containers.items() if p.cpuset}
         assert assigned == placed, uid
     assert state.default_cpuset.isdisjoint(state.assigned())

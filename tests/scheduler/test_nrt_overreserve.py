@@ -89,7 +89,7 @@ def world(args: dict, *names: str, cache_size: int = 512) -> tuple[Scheduler, di
     """Nodes known to the scheduler only by their reports (what scheduler-plugins sees), published at 0."""
     nodes = {name: Node(name) for name in names}
     cluster = Cluster()
-    for name, node in nodes.items():
+    for node in nodes.values():
         cluster.update_report(node.report(), now=0)
     return Scheduler(cluster, nrt_match(args), cache_size=cache_size), nodes
 

@@ -45,7 +45,8 @@ def test_round_trip():
 
 
 def test_hugepages_round_trip():
-    p = Placement("n", frozenset({1}), {"c": ContainerPlacement(CPUSet([4]), frozenset({1}), {1: {"memory": GI, "hugepages-2Mi": 2**21 * 4}})})
+    memory = {1: {"memory": GI, "hugepages-2Mi": 2**21 * 4}}
+    p = Placement("n", frozenset({1}), {"c": ContainerPlacement(CPUSet([4]), frozenset({1}), memory)})
     assert Placement.from_annotation(p.to_annotation()).containers["c"].memory == {1: {"memory": GI, "hugepages-2Mi": 2**23}}
 
 

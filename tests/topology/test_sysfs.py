@@ -55,7 +55,7 @@ def assert_matches(machine: Machine, spec: MachineSpec) -> None:
     assert {c.id: c.cache_id for c in machine.cpus} == {c: spec.llc_of(c) for c in spec.online_cpus}
     assert [s.id for s in machine.sockets] == sorted({spec.socket_of(c) for c in spec.online_cpus})
     assert machine.hostname == spec.hostname
-    expected = [d for d in spec.devices]
+    expected = list(spec.devices)
     assert [d.address for d in machine.devices] == sorted(d.address for d in expected)
     for want in expected:
         got = next(d for d in machine.devices if d.address == want.address)

@@ -96,7 +96,8 @@ def test_from_dict_real_shape():
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "web-0", "namespace": "prod", "uid": "u1", "annotations": {"toposched.io/numa-policy": "single-numa-node"}},
+            "metadata": {"name": "web-0", "namespace": "prod", "uid": "u1",
+                         "annotations": {"toposched.io/numa-policy": "single-numa-node"}},
             "spec": {
                 "schedulerName": "toposched",
                 "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],

@@ -104,9 +104,11 @@ def _table(result: dict) -> None:
 def explain(
     pod: Path = typer.Option(..., "--pod", help="A Pod (YAML/JSON)."),
     node: list[Path] = typer.Option([], "--node", help="Node objects (one, several documents, or a List); repeatable."),
-    nrt: list[Path] = typer.Option([], "--nrt", help="NodeResourceTopology objects ('-': standard input); repeatable. A node without one has no topology data."),
+    nrt: list[Path] = typer.Option([], "--nrt", help="NodeResourceTopology objects ('-': standard input); repeatable. "
+                                   "A node without one has no topology data."),
     config: Path | None = typer.Option(None, "--config", help="A KubeSchedulerConfiguration with the profile."),
-    profile: str | None = typer.Option(None, "--profile", help="Profile (schedulerName): toposched, nrt-match, default, or one in --config."),
+    profile: str | None = typer.Option(None, "--profile",
+                                       help="Profile (schedulerName): toposched, nrt-match, default, or one in --config."),
     output: str = typer.Option("table", "-o", "--output", help="table or json"),
 ) -> None:
     """Explain, node by node, whether and where a pod would be scheduled, and why not."""

@@ -68,9 +68,7 @@ class ResourceRule:
             device.class_code is None or not f"{device.class_code:06x}".startswith(self.class_prefix)
         ):
             return False
-        if self.name is not None and (device.name is None or not fnmatch.fnmatchcase(device.name, self.name)):
-            return False
-        return True
+        return self.name is None or (device.name is not None and fnmatch.fnmatchcase(device.name, self.name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -546,9 +546,9 @@ class StaticCPUPolicy:
     """The static CPU manager policy of one node; see the module notes.
 
     ``reserved_cpus`` is ``reservedSystemCPUs`` (a CPUSet or its list syntax; an int is read as
-    ``num_reserved``); without it ``num_reserved`` CPUs are taken with takeByTopology from the whole machine (upstream's ``kube-reserved + system-reserved``
-    rounded up). When both are given their sizes must agree, as upstream checks. ``options``
-    are ``cpuManagerPolicyOptions``; ``topology_manager_policy`` is checked against
+    ``num_reserved``); without it ``num_reserved`` CPUs are taken with takeByTopology from the
+    whole machine (upstream's ``kube-reserved + system-reserved`` rounded up). When both are
+    given their sizes must agree, as upstream checks. ``options`` are ``cpuManagerPolicyOptions``; ``topology_manager_policy`` is checked against
     ``align-by-socket``. ``state`` restores a previous state (e.g. from a checkpoint); it is
     validated as upstream's ``Start`` does unless ``validate_state=False``. Every operation
     either completes or raises and leaves the state as it was.

@@ -94,8 +94,8 @@ class KubeletNode:
     ``(device id, NUMA ids or None)``. ``extended_resources`` are node-level extended resources
     another agent reports (koordlet's ``koordinator.sh/gpu-core``): counted against allocatable
     at admission, never aligned. ``preferred_allocation`` maps a device resource to its plugin's
-    ``GetPreferredAllocation`` (see :class:`DeviceManager`); without one the plugin has none. ``merge`` is the hint merge; the scheduler may pass
-    :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
+    ``GetPreferredAllocation`` (see :class:`DeviceManager`); without one the plugin has none.
+    ``merge`` is the hint merge; the scheduler may pass :func:`~toposched.kubelet.fast_merge.fast_merge_hints`, which decides the same.
     Construction validates the configuration against the machine as the kubelet does at start
     and raises :class:`InputError` otherwise.
 
@@ -214,7 +214,7 @@ class KubeletNode:
 
     # ---- admission -------------------------------------------------------------------------------
 
-    def admit(self, pod: Pod) -> Admission:
+    def admit(self, pod: Pod, *, trial: bool = False) -> Admission:
         """Admit ``pod`` as the kubelet would, or reject it with upstream's reason (and give back what it was given).
 
         The kubelet's admit handlers run in its order: the container manager's (the Topology
@@ -224,6 +224,11 @@ class KubeletNode:
         ``NewPredicateAdmitHandler``). Reasons: ``TopologyAffinityError``, ``SMTAlignmentError``,
         ``UnexpectedAdmissionError`` (a manager could not allocate), ``OutOf<resource>`` (the
         node's allocatable). Admitting a pod that is already admitted returns its first admission.
+
+        A refused pod is forgotten as the kubelet forgets it (:meth:`_refuse`), which may leave
+        the node in a state other than the one before. With ``trial=True`` (a scheduler asking
+        whether the node would admit a pod it has not been sent) a refusal leaves the node
+        exactly as it was: the real node never sees that pod.
         """
         uid = _uid(pod)
         if uid in self.admissions:
@@ -241,18 +246,18 @@ class KubeletNode:
             if hints is None:
                 hints = self.topology_manager.admit(pod)
         except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
-            self._refuse(snapshot, uid)
+            self._refuse(snapshot, uid, trial)
             return Admission(pod.key, False, err.reason, str(err))
         except InputError:
             self._restore(snapshot, uid)
             raise
         except ToposchedError as err:
-            self._refuse(snapshot, uid)
+            self._refuse(snapshot, uid, trial)
             wrapped = UnexpectedAdmissionError(err, pod=pod.key)
             return Admission(pod.key, False, wrapped.reason, str(wrapped))
         misfit = self._misfit(pod, requests)
         if misfit is not None:
-            self._refuse(snapshot, uid)
+            self._refuse(snapshot, uid, trial)
             return misfit
         results = self._results.pop(uid)
         containers = {}
@@ -368,26 +373,33 @@ class KubeletNode:
             memory = self.memory.checkpoint() if self.exhaustive else self.memory._save(uid)
         return (self.cpu.state if self.cpu is not None else None, memory, self.devices.state)
 
-    def _refuse(self, snapshot: tuple[Any, Any, Any], uid: str) -> None:
-        """Forget what a refused pod was given, as the kubelet does.
+    def _refuse(self, snapshot: tuple[Any, Any, Any], uid: str, trial: bool) -> None:
+        """Forget what a refused pod was given, as the kubelet does (on a ``trial``, as if never asked).
 
-        CPUs and devices come back as they were. Memory blocks are not put back as they were:
-        the kubelet drops a refused pod's blocks as stale state (memorymanager
-        ``removeStaleState`` -> ``RemoveContainer``), which hands a multi-NUMA group's bytes back
-        node by node in the group's order, so the machine state may differ from the one before.
+        Devices come back as they were. CPUs and memory blocks are not put back as they were:
+        the kubelet drops a refused pod's assignments as stale state (``removeStaleState`` ->
+        each manager's ``RemoveContainer``). The CPU manager unions the containers' CPUs into the
+        shared pool, so a CPU its takeByTopology took wrongly (a reserved one, on an uneven
+        machine) lands in the pool; the memory manager hands a multi-NUMA group's bytes back
+        node by node in the group's order. Either state may differ from the one before.
         """
+        if trial:
+            self._restore(snapshot, uid)
+            return
         if self.memory is not None:
             self.memory.release(uid)
             self._mutations += 1  # the memory state may have moved: available() recomputes
-        self._restore(snapshot, uid, memory=False)
-
-    def _restore(self, snapshot: tuple[Any, Any, Any], uid: str, *, memory: bool = True) -> None:
-        """Put the node back as it was at ``snapshot`` (the memory manager's too, unless ``memory=False``)."""
-        cpu, saved, devices = snapshot
         if self.cpu is not None:
-            self.cpu.restore(cpu)
+            self.cpu.release_pod(uid)
+        self._restore(snapshot, uid, memory=False, cpu=False)
+
+    def _restore(self, snapshot: tuple[Any, Any, Any], uid: str, *, memory: bool = True, cpu: bool = True) -> None:
+        """Put the node back as it was at ``snapshot`` (the memory and CPU managers' too, unless told not to)."""
+        cpu_state, saved, devices = snapshot
+        if cpu and self.cpu is not None:
+            self.cpu.restore(cpu_state)
             self.cpu.release_pod(uid)  # forgets the reusable-CPU bookkeeping of the refused pod
-            self.cpu.restore(cpu)
+            self.cpu.restore(cpu_state)
         if memory and self.memory is not None and not self.exhaustive:
             self.memory._undo(uid, saved)
         elif memory and self.memory is not None:

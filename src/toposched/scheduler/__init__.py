@@ -8,21 +8,19 @@ from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.scheduler.status import Code, Status
 
-__all__ = sorted(
-    [
-        "Cluster",
-        "Code",
-        "ContainerPlacement",
-        "CycleState",
-        "Decision",
-        "NodeRecord",
-        "NodeSpec",
-        "Placement",
-        "Profile",
-        "Registry",
-        "Scheduler",
-        "Status",
-        "Taint",
-        "registry",
-    ]
-)
+__all__ = [
+    "Cluster",
+    "Code",
+    "ContainerPlacement",
+    "CycleState",
+    "Decision",
+    "NodeRecord",
+    "NodeSpec",
+    "Placement",
+    "Profile",
+    "Registry",
+    "Scheduler",
+    "Status",
+    "Taint",
+    "registry",
+]

@@ -12,16 +12,14 @@ from toposched.topology.model import (
     classify_pci_class,
 )
 
-__all__ = sorted(
-    [
-        "CPUSet",
-        "Core",
-        "Device",
-        "DeviceKind",
-        "LogicalCPU",
-        "Machine",
-        "NUMANode",
-        "Socket",
-        "classify_pci_class",
-    ]
-)
+__all__ = [
+    "CPUSet",
+    "Core",
+    "Device",
+    "DeviceKind",
+    "LogicalCPU",
+    "Machine",
+    "NUMANode",
+    "Socket",
+    "classify_pci_class",
+]

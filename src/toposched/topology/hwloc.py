@@ -469,7 +469,7 @@ class _Reader:
         nodes_by_obj, numa_nodes = self._numa_nodes(root, numa_of_cpu)
         kinds = self._cpu_kinds()
         cpus = []
-        for cpu, pu, core, package, die, cache, numa in contexts:
+        for cpu, _pu, core, package, die, cache, numa in contexts:
             numa_id = nodes_by_obj[id(numa)] if numa is not None else 0
             cpus.append(
                 LogicalCPU(

@@ -12,16 +12,14 @@ from toposched.workload.pod import (
     pods_from_objects,
 )
 
-__all__ = sorted(
-    [
-        "BEST_EFFORT",
-        "BURSTABLE",
-        "Container",
-        "GUARANTEED",
-        "Pod",
-        "Toleration",
-        "add_resources",
-        "max_resources",
-        "pods_from_objects",
-    ]
-)
+__all__ = [
+    "BEST_EFFORT",
+    "BURSTABLE",
+    "Container",
+    "GUARANTEED",
+    "Pod",
+    "Toleration",
+    "add_resources",
+    "max_resources",
+    "pods_from_objects",
+]

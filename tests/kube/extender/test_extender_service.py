@@ -208,6 +208,6 @@ def test_calls_are_counted_by_verb_and_http_code_and_timed_by_the_service_clock(
     assert http.post("/prioritize", json=body).status_code == 503
     assert metrics.extender_requests.labels(verb="filter", code="200").value == 1
     assert metrics.extender_requests.labels(verb="prioritize", code="503").value == 1
-    samples = dict(((name, labels), value) for name, labels, value in metrics.extender_request_duration.samples())
+    samples = {(name, labels): value for name, labels, value in metrics.extender_request_duration.samples()}
     assert samples[("toposched_extender_request_duration_seconds_count", (("verb", "filter"),))] == 1
     assert samples[("toposched_extender_request_duration_seconds_sum", (("verb", "filter"),))] == 0.0  # hand clock
