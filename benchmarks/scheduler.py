@@ -114,7 +114,7 @@ def make_pods(count: int, seed: int) -> list[Pod]:
 
 def add_gpu_nodes(cluster: Cluster, count: int, device_enforcement: str = "kubelet") -> None:
     """Replace the first ``count`` nodes by GPU servers of the simulator's ``gpu-8x`` profile."""
-    from toposched.sim.hardware import load_profile as hardware_profile
+    from toposched.sim.hardware import load_hardware_profile as hardware_profile
 
     gpu = hardware_profile("gpu-8x")
     names = sorted(cluster.nodes)[:count]

@@ -24,7 +24,7 @@ from toposched.scheduler.framework import CycleState
 from toposched.scheduler.plugins.device_locality import free_devices
 from toposched.scheduler.plugins.gpu_share import _NodeGPUs
 from toposched.scheduler.profile_setup import load_profile
-from toposched.sim.hardware import load_profile as hardware_profile
+from toposched.sim.hardware import load_hardware_profile as hardware_profile
 from toposched.workload import Container, Pod
 
 GI = 2**30

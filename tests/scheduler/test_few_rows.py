@@ -40,7 +40,7 @@ from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT, KOORD
 from toposched.scheduler.plugins.zone_capacity import CPU_CAPACITY_ATTRIBUTE
 from toposched.scheduler.profile_setup import load_profile
 from toposched.scheduler.scheduler import Scheduler
-from toposched.sim.hardware import load_profile as hardware_profile
+from toposched.sim.hardware import load_hardware_profile as hardware_profile
 from toposched.topology import Machine
 from toposched.workload import Container, Pod
 

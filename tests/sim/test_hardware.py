@@ -23,7 +23,7 @@ from toposched.sim.hardware import (
     default_kubelet_configuration,
     device_plugins,
     load_cluster,
-    load_profile,
+    load_hardware_profile,
     node_from_hwloc,
     node_from_sysfs,
     profile_names,
@@ -64,7 +64,7 @@ def test_the_four_profiles_ship() -> None:
 @pytest.mark.parametrize("name", sorted(PROFILE_SHAPES))
 def test_profile_shape(name: str) -> None:
     sockets, numa, cores, threads, memory, (local, near, far) = PROFILE_SHAPES[name]
-    machine = load_profile(name).machine
+    machine = load_hardware_profile(name).machine
     assert len(machine.sockets) == sockets
     assert len(machine.numa_nodes) == numa
     assert len(machine.cores) == cores
@@ -81,7 +81,7 @@ def test_profile_shape(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(PROFILE_SHAPES))
 def test_profile_hugepages_are_a_small_part_of_each_numa_node(name: str) -> None:
-    for node in load_profile(name).machine.numa_nodes:
+    for node in load_hardware_profile(name).machine.numa_nodes:
         assert node.hugepages.get(2 * MI, 0) > 0
         assert sum(size * count for size, count in node.hugepages.items()) <= node.memory_bytes // 4
 
@@ -110,17 +110,17 @@ def test_static_memory_manager_where_latency_pods_live() -> None:
 
 
 def test_siblings_numbering() -> None:
-    epyc = load_profile("epyc-8numa").machine
+    epyc = load_hardware_profile("epyc-8numa").machine
     assert epyc.siblings(0) == CPUSet([0, 128])
     assert str(epyc.numa(1).cpus) == "16-31,144-159"
-    vm = load_profile("vm-2numa").machine
+    vm = load_hardware_profile("vm-2numa").machine
     assert vm.siblings(0) == CPUSet([0, 1])
     assert str(vm.numa(1).cpus) == "8-15"
-    assert load_profile("vm-2numa").kubelet.reserved_system_cpus == CPUSet([0, 1])
+    assert load_hardware_profile("vm-2numa").kubelet.reserved_system_cpus == CPUSet([0, 1])
 
 
 def test_gpu_profile_devices_switches_and_plugins() -> None:
-    profile = load_profile("gpu-8x")
+    profile = load_hardware_profile("gpu-8x")
     machine = profile.machine
     gpus = machine.devices_of(DeviceKind.GPU)
     hcas = machine.devices_of(DeviceKind.INFINIBAND)
@@ -170,7 +170,7 @@ def test_profile_overrides_replace_kubelet_fields() -> None:
 
 def test_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(InputError, match="known: intel-snc, epyc-8numa, gpu-8x, vm-2numa"):
-        load_profile("xeon")
+        load_hardware_profile("xeon")
 
 
 # ---- build_machine --------------------------------------------------------------------------------

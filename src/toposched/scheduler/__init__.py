@@ -5,6 +5,7 @@ from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import CycleState, Profile, Registry, registry
 from toposched.scheduler.nodes import NodeSpec, Taint
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.profile_setup import load_profile
 from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.scheduler.status import Code, Status
 
@@ -22,5 +23,6 @@ __all__ = [
     "Scheduler",
     "Status",
     "Taint",
+    "load_profile",
     "registry",
 ]
