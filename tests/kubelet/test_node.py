@@ -220,3 +220,32 @@ def _free_totals(checkpoint) -> dict[str, int]:
         for resource, table in (state.memory_map or {}).items():
             totals[resource] = totals.get(resource, 0) + table.free
     return totals
+
+
+def _refused_case_node():
+    """The kept oracle case where the kubelet's own takeByTopology gives a refused pod a reserved
+    CPU (7 CPUs, one SMT sibling offline, strict-cpu-reservation): the node and the pod."""
+    import json
+    from pathlib import Path
+
+    from tests.kubelet.oracle import config_of, machine_of
+
+    case = json.loads((Path(__file__).with_name("oracle_regressions") / "refused-pod-cpus-released-as-stale.json").read_text())
+    return KubeletNode(machine_of(case["machine"]), config_of(case["config"])), Pod.from_dict(case["ops"][0]["admit"])
+
+
+def test_a_refused_pod_is_forgotten_as_the_kubelet_forgets_it():
+    # The kubelet drops the refused pod's CPUs as stale state: RemoveContainer unions them into
+    # the shared pool, the wrongly taken reserved CPU 3 included.
+    node, pod = _refused_case_node()
+    before = node.cpu.default_cpuset
+    assert not node.admit(pod).admitted
+    assert node.cpu.default_cpuset == before | CPUSet([3])
+
+
+def test_a_refused_trial_leaves_the_node_exactly_as_it_was():
+    # The scheduler's "would you admit it?": the real node never sees that pod.
+    node, pod = _refused_case_node()
+    before = (node.cpu.state, node.memory.checkpoint(), node.available())
+    assert not node.admit(pod, trial=True).admitted
+    assert (node.cpu.state, node.memory.checkpoint(), node.available()) == before

@@ -372,17 +372,21 @@ class _Accumulator:
             self.take_full_numas()
 
     def take_partial_uncore(self, cache: int) -> None:
-        # Enough whole-or-partial cores of this cache, lowest core ids first, for what is left;
-        # taken only when they hold enough free CPUs, and trimmed to exactly what is needed.
-        per_core = max(self.topo.cpus_per_core, 1)
+        # Upstream takePartialUncore: the first cores (lowest ids) of this cache that still have
+        # free CPUs, as many as the request needs at the average core size; with an odd request
+        # on SMT the last of their CPUs is dropped. They are claimed only when exactly the
+        # number needed is left: on uneven machines (average core size 1, cores of 2 free
+        # CPUs) nothing is claimed and the later steps choose.
+        per_core = self.topo.cpus_per_core
         cores_needed = -(-self.needed // per_core)
         cores = [c for c in self.topo.cores_of_cache[cache] if self.details & self.topo.core_masks[c]]
         mask = 0
         for c in cores[:cores_needed]:
             mask |= self.details & self.topo.core_masks[c]
-        if _popcount(mask) < self.needed:
-            return
-        self.take(CPUSet.from_mask(mask).first(self.needed).mask)
+        if self.needed % 2 and per_core > 1 and _popcount(mask) > self.needed:
+            mask &= ~(1 << (mask.bit_length() - 1))
+        if _popcount(mask) == self.needed:
+            self.take(mask)
 
     def take_uncore_cache(self) -> None:
         per_uncore = self.topo.cpus_per_uncore

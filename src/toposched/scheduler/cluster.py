@@ -483,7 +483,7 @@ class Cluster:
         admission, placement, usage = None, Placement(node), {}
         if exact and record.model is not None:
             before = record.model.available()
-            admission = record.model.admit(pod)
+            admission = record.model.admit(pod, trial=True)
             if not admission.admitted:
                 return admission, None
             placement = placement_of(node, admission, pod)

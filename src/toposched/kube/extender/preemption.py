@@ -47,7 +47,7 @@ def fits_after_eviction(cluster: Cluster, pod: Pod, node: str, victims: Iterable
             scratch.admit(entry.pod)
     for uid in victims:
         scratch.release(uid)
-    admission = scratch.admit(pod)
+    admission = scratch.admit(pod, trial=True)
     if not admission.admitted:
         return False, f"kubelet would reject: {admission.reason}: {admission.message}"
     return True, ""

@@ -180,7 +180,7 @@ class NUMAAlignment:
         table_ok = self._zones_allow(state, pod, node, policy)
         if table_ok is not None:
             return table_ok
-        admission = node.model.admit(pod)
+        admission = node.model.admit(pod, trial=True)
         if not admission.admitted:
             return Status.unschedulable(f"kubelet would reject: {admission.reason}: {admission.message}", plugin=self.name)
         try:
