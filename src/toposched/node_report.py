@@ -34,8 +34,17 @@ from toposched.kubelet.description import (
 )
 from toposched.kubelet.memory_manager import StaticMemoryPolicy, hugepage_resource_name
 from toposched.kubelet.memory_state import MemoryManagerCheckpoint
-from toposched.scheduler.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, METHOD_ALL, pods_fingerprint
-from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
+from toposched.names import (
+    CPU_MANAGER_POLICY_ATTRIBUTE,
+    FINGERPRINT_ANNOTATION,
+    FINGERPRINT_ATTRIBUTE,
+    FINGERPRINT_METHOD_ALL,
+    FINGERPRINT_METHOD_ATTRIBUTE,
+    MEMORY_MANAGER_POLICY_ATTRIBUTE,
+    PLACEMENT_ANNOTATION,
+)
+from toposched.scheduler.fingerprint import pods_fingerprint
+from toposched.scheduler.placement import Placement
 from toposched.topology import CPUSet
 from toposched.topology.model import Machine
 from toposched.topology.nrt import ZONE_TYPE_NODE, dump_nrt, nrt_from_machine, numa_id_of_zone
@@ -52,8 +61,6 @@ __all__ = [
 ]
 
 # Read by schedulers that know no description (NFD-style reports): see docs/scheduler/design.md.
-CPU_MANAGER_POLICY_ATTRIBUTE = "cpuManagerPolicy"
-MEMORY_MANAGER_POLICY_ATTRIBUTE = "memoryManagerPolicy"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 DeviceAssignments = Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]  # pod uid -> container -> resource -> ids
@@ -279,8 +286,8 @@ def node_report(
         extra_attributes={
             CPU_MANAGER_POLICY_ATTRIBUTE: config.cpu_manager_policy,
             MEMORY_MANAGER_POLICY_ATTRIBUTE: config.memory_manager_policy,
-            ATTRIBUTE: fingerprint,
-            ATTRIBUTE_METHOD: METHOD_ALL,
+            FINGERPRINT_ATTRIBUTE: fingerprint,
+            FINGERPRINT_METHOD_ATTRIBUTE: FINGERPRINT_METHOD_ALL,
             DESCRIPTION_ATTRIBUTE: description.to_json(),
             ALLOCATIONS_ATTRIBUTE: allocations.to_json(),
         },
@@ -300,4 +307,4 @@ def node_report(
         zone["cpu"] = free_cpus.bit_count() * 1000
         available[node.id] = {r: v for r, v in zone.items() if r in published.get(node.id, ())}
     nrt = nrt_from_machine(machine, available=available, **shape)
-    return dump_nrt(dataclasses.replace(nrt, annotations={ANNOTATION: fingerprint}))
+    return dump_nrt(dataclasses.replace(nrt, annotations={FINGERPRINT_ANNOTATION: fingerprint}))

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposched.errors import InputError
+from toposched.names import FINGERPRINT_ATTRIBUTE as ATTRIBUTE
 from toposched.scheduler.fingerprint import (
-    ATTRIBUTE,
     FingerprintCheck,
     check_fingerprint,
     fingerprint_trace,

@@ -15,7 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposched.errors import InputError
-from toposched.scheduler.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, pods_fingerprint
+from toposched.names import FINGERPRINT_ANNOTATION as ANNOTATION
+from toposched.names import FINGERPRINT_ATTRIBUTE as ATTRIBUTE
+from toposched.names import FINGERPRINT_METHOD_ATTRIBUTE as ATTRIBUTE_METHOD
+from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.nrt_cache import (
     REASON_INVALID_TOPOLOGY,
     STRATEGIES,

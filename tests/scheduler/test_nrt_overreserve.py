@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from toposched.errors import InputError
 from toposched.kubelet import KubeletConfig, KubeletNode
+from toposched.names import FINGERPRINT_ATTRIBUTE as ATTRIBUTE
 from toposched.scheduler.cluster import Cluster
-from toposched.scheduler.fingerprint import ATTRIBUTE, pods_fingerprint
+from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.framework import Profile, Registry
 from toposched.scheduler.nrt_cache import REASON_INVALID_TOPOLOGY, STRATEGY_DISCARD_RESERVED, STRATEGY_OVERRESERVE
 from toposched.scheduler.nrt_match import nrt_filter

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from tests.sim.test_engine import BLIND
 from toposched.errors import InputError
+from toposched.names import GPU_PRODUCTS_LABEL_PREFIX
 from toposched.sim.contenders import BUILTIN_CONTENDERS, contender, contender_from_config
 from toposched.sim.engine import SimConfig, Simulation
-from toposched.sim.gpu_models import GPU_PRODUCTS_PREFIX, gpu_models_selector, select_gpu_models
+from toposched.sim.gpu_models import gpu_models_selector, select_gpu_models
 from toposched.sim.hardware import profile_node
 from toposched.sim.model import GPU_MODEL_LABEL, GPU_PRODUCT_LABEL, SimPod
 from toposched.sim.nodes_csv import GPU_MODELS, read_alibaba_nodes
@@ -66,13 +67,13 @@ def test_trace_nodes_carry_the_gpu_feature_discovery_label(trace):
 def test_one_model_is_the_product_label_and_several_are_one_label_per_set():
     assert gpu_models_selector(()) == {}
     assert gpu_models_selector(["T4"]) == {GPU_PRODUCT_LABEL: "T4"}
-    assert gpu_models_selector(["V100M32", "V100M16", "V100M16"]) == {f"{GPU_PRODUCTS_PREFIX}V100M16.V100M32": "true"}
+    assert gpu_models_selector(["V100M32", "V100M16", "V100M16"]) == {f"{GPU_PRODUCTS_LABEL_PREFIX}V100M16.V100M32": "true"}
     assert gpu_models_selector(["P100", "T4"]) == gpu_models_selector(["T4", "P100"])
 
 
 def test_a_set_that_cannot_be_a_label_name_gets_a_digest():
     key, = gpu_models_selector(["RTX 4090", "T4"])
-    assert key.startswith(GPU_PRODUCTS_PREFIX + "sha256-")
+    assert key.startswith(GPU_PRODUCTS_LABEL_PREFIX + "sha256-")
     everything, = gpu_models_selector(list(GPU_MODELS) + ["H100-SXM5-80GB"])  # too long for a label name
     assert len(everything.split("/", 1)[1]) <= 63
 

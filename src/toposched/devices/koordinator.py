@@ -43,13 +43,14 @@ from toposched.devices.share import (
     NodeGPUState,
 )
 from toposched.errors import InputError
+from toposched.names import KOORDINATOR_DEVICE_ALLOCATED as DEVICE_ALLOCATED
+from toposched.names import KOORDINATOR_RDMA
 from toposched.quantity import parse_quantity
 
 __all__ = [
     "DEVICE_ALLOCATED",
     "GPU",
     "RDMA",
-    "RDMA_RESOURCE",
     "DeviceAllocation",
     "format_device_allocated",
     "format_quantity",
@@ -60,10 +61,8 @@ __all__ = [
     "whole_device_entries",
 ]
 
-DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 GPU = "gpu"
 RDMA = "rdma"
-RDMA_RESOURCE = "koordinator.sh/rdma"
 _RDMA_KINDS = DEVICE_TYPE_KINDS[RDMA]
 
 _BINARY_RESOURCES = frozenset({GPU_MEMORY})
@@ -246,7 +245,7 @@ def whole_device_entries(inventory: Iterable[NodeDevice], ids: Iterable[str],
                   for d in gpus.devices if d.id in chosen]
     if whole_gpus:
         out[GPU] = tuple(whole_gpus)
-    rdma = [DeviceAllocation(minor, {RDMA_RESOURCE: Fraction(100)}, id=d.id)
+    rdma = [DeviceAllocation(minor, {KOORDINATOR_RDMA: Fraction(100)}, id=d.id)
             for minor, d in enumerate(rdma_order) if d.id in chosen]
     if rdma:
         out[RDMA] = tuple(rdma)

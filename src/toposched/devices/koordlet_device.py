@@ -24,16 +24,16 @@ from typing import Any
 
 from toposched.errors import InputError
 from toposched.kubelet.description import DescribedDevice
+from toposched.names import KOORDINATOR_GPU_MEMORY, KOORDINATOR_SCHEDULING_GROUP, NVIDIA_GPU, RDMA_HCA
 from toposched.quantity import canonical_units
 from toposched.topology.model import DeviceKind
 
 __all__ = ["API_VERSION", "DEFAULT_RESOURCES", "KIND", "devices_from_koordlet"]
 
-API_VERSION = "scheduling.koordinator.sh/v1alpha1"
+API_VERSION = f"{KOORDINATOR_SCHEDULING_GROUP}/v1alpha1"
 KIND = "Device"
-DEFAULT_RESOURCES: Mapping[str, str] = {"gpu": "nvidia.com/gpu", "rdma": "rdma/hca"}
+DEFAULT_RESOURCES: Mapping[str, str] = {"gpu": NVIDIA_GPU, "rdma": RDMA_HCA}
 _KINDS = {"gpu": DeviceKind.GPU, "rdma": DeviceKind.INFINIBAND}
-_GPU_MEMORY = "koordinator.sh/gpu-memory"
 MAX_DEVICES = 4096
 
 
@@ -88,9 +88,9 @@ def devices_from_koordlet(obj: Mapping[str, Any], *, source: str | None = None,
             raise InputError(f"{numa!r} is not a NUMA node id", field=f"{path}.topology.nodeID", source=where)
         switch = _string(topology.get("pcieID"), f"{path}.topology.pcieID", where)
         memory = None
-        raw = (item.get("resources") or {}).get(_GPU_MEMORY) if isinstance(item.get("resources"), Mapping) else None
+        raw = (item.get("resources") or {}).get(KOORDINATOR_GPU_MEMORY) if isinstance(item.get("resources"), Mapping) else None
         if raw is not None:
-            memory = canonical_units("memory", raw, field=f"{path}.resources.{_GPU_MEMORY}")
+            memory = canonical_units("memory", raw, field=f"{path}.resources.{KOORDINATOR_GPU_MEMORY}")
         out.append(DescribedDevice(
             resource=resource, id=device_id, numa_id=numa if numa is not None and numa >= 0 else None,
             pci_address=bus or None,

@@ -35,6 +35,12 @@ from types import MappingProxyType
 from toposched.devices.fgd import MILLI, BestFit, NodeView, Policy, Task, parse_gpu_spec
 from toposched.devices.inventory import NodeDevice
 from toposched.errors import InputError
+from toposched.names import ALIBABA_GPU_COUNT, ALIBABA_GPU_MILLI, ALIBABA_GPU_MODEL, AMD_GPU, HYGON_DCU, NVIDIA_GPU
+from toposched.names import KOORDINATOR_GPU as KOORD_GPU
+from toposched.names import KOORDINATOR_GPU_CORE as GPU_CORE
+from toposched.names import KOORDINATOR_GPU_MEMORY as GPU_MEMORY
+from toposched.names import KOORDINATOR_GPU_MEMORY_RATIO as GPU_MEMORY_RATIO
+from toposched.names import KOORDINATOR_GPU_SHARED as GPU_SHARED
 from toposched.quantity import format_bytes
 from toposched.topology.model import Device, DeviceKind
 from toposched.workload.pod import Pod
@@ -72,17 +78,6 @@ __all__ = [
     "validate_device_request",
 ]
 
-NVIDIA_GPU = "nvidia.com/gpu"
-AMD_GPU = "amd.com/gpu"
-HYGON_DCU = "dcu.com/gpu"
-KOORD_GPU = "koordinator.sh/gpu"
-GPU_SHARED = "koordinator.sh/gpu.shared"
-GPU_CORE = "koordinator.sh/gpu-core"
-GPU_MEMORY = "koordinator.sh/gpu-memory"
-GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
-ALIBABA_GPU_MILLI = "alibabacloud.com/gpu-milli"
-ALIBABA_GPU_COUNT = "alibabacloud.com/gpu-count"
-ALIBABA_GPU_MODEL = "alibabacloud.com/gpu-card-model"
 
 MAX_GPUS = 1024  # more GPUs than any node carries: a request beyond it is absurd
 _MAX_GPU_MEMORY = 2**50  # 1 PiB on one GPU is absurd

@@ -44,6 +44,7 @@ from toposched.kubelet.cpu_assignment import (
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kubelet.hints import TopologyHint, iterate_masks
 from toposched.kubelet.topology_manager import numa_subsets, subset_sums
+from toposched.names import SMT_ALIGNMENT_ERROR
 from toposched.topology import CPUSet, Machine
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def pod_guaranteed_cpus(pod: Pod) -> int:
 class SMTAlignmentError(ToposchedError):
     """``full-pcpus-only`` refused a request (upstream ``SMTAlignmentError``; ``reason`` is its type)."""
 
-    reason = "SMTAlignmentError"
+    reason = SMT_ALIGNMENT_ERROR
 
     def __init__(self, requested: int, cpus_per_core: int, available_physical: int = 0, caused_by_physical: bool = False):
         if caused_by_physical:
@@ -548,10 +549,11 @@ class StaticCPUPolicy:
     ``reserved_cpus`` is ``reservedSystemCPUs`` (a CPUSet or its list syntax; an int is read as
     ``num_reserved``); without it ``num_reserved`` CPUs are taken with takeByTopology from the
     whole machine (upstream's ``kube-reserved + system-reserved`` rounded up). When both are
-    given their sizes must agree, as upstream checks. ``options`` are ``cpuManagerPolicyOptions``; ``topology_manager_policy`` is checked against
-    ``align-by-socket``. ``state`` restores a previous state (e.g. from a checkpoint); it is
-    validated as upstream's ``Start`` does unless ``validate_state=False``. Every operation
-    either completes or raises and leaves the state as it was.
+    given their sizes must agree, as upstream checks. ``options`` are ``cpuManagerPolicyOptions``;
+    ``topology_manager_policy`` is checked against ``align-by-socket``. ``state`` restores a
+    previous state (e.g. from a checkpoint); it is validated as upstream's ``Start`` does unless
+    ``validate_state=False``. Every operation either completes or raises and leaves the state as
+    it was.
     """
 
     name = "static"

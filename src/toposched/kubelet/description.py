@@ -27,6 +27,7 @@ from typing import Any
 
 from toposched.errors import InputError
 from toposched.kubelet.config import KubeletConfig
+from toposched.names import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, DeviceKind, LogicalCPU, Machine, NUMANode
 from toposched.topology.nrt import device_kind_of_resource
@@ -42,8 +43,6 @@ __all__ = [
     "config_to_dict",
 ]
 
-DESCRIPTION_ATTRIBUTE = "toposched.io/node-description"
-ALLOCATIONS_ATTRIBUTE = "toposched.io/node-allocations"
 DESCRIPTION_VERSION = "v1"
 # Far above any real node; keeps a hostile description from making us build millions of objects.
 MAX_DEVICES = 16384

@@ -34,6 +34,7 @@ from typing import Any
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.hints import TopologyHint, mask_of, numa_set
+from toposched.names import TOPOLOGY_AFFINITY_ERROR, UNEXPECTED_ADMISSION_ERROR
 
 __all__ = [
     "DEFAULT_MAX_ALLOWABLE_NUMA_NODES",
@@ -100,7 +101,7 @@ class TopologyAffinityError(ToposchedError):
     ``container`` (``None`` under the pod scope) and ``hint`` say which merge was refused.
     """
 
-    reason = "TopologyAffinityError"
+    reason = TOPOLOGY_AFFINITY_ERROR
     message = "Resources cannot be allocated with Topology locality"
 
     def __init__(self, *, pod: str | None = None, container: str | None = None, hint: TopologyHint | None = None):
@@ -116,7 +117,7 @@ class UnexpectedAdmissionError(ToposchedError):
     ``str(error)`` is upstream's message, ``Allocate failed due to <cause>, which is unexpected``.
     """
 
-    reason = "UnexpectedAdmissionError"
+    reason = UNEXPECTED_ADMISSION_ERROR
 
     def __init__(self, cause: BaseException, *, pod: str | None = None, container: str | None = None):
         self.message = f"Allocate failed due to {cause}, which is unexpected"

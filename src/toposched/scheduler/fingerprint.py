@@ -27,13 +27,7 @@ from enum import Enum
 from toposched.errors import InputError
 
 __all__ = [
-    "ANNOTATION",
-    "ATTRIBUTE",
-    "ATTRIBUTE_METHOD",
     "FingerprintCheck",
-    "METHOD_ALL",
-    "METHOD_EXCLUDE_TERMINAL",
-    "METHOD_WITH_EXCLUSIVE_RESOURCES",
     "PREFIX",
     "VERSION",
     "check_fingerprint",
@@ -46,14 +40,6 @@ __all__ = [
 
 PREFIX = "pfp0"
 VERSION = "v001"
-# Where the fingerprint travels: the NRT attribute (current) and the object annotation (legacy).
-ATTRIBUTE = "nodeTopologyPodsFingerprint"
-ATTRIBUTE_METHOD = "nodeTopologyPodsFingerprintMethod"
-ANNOTATION = "topology.node.k8s.io/fingerprint"
-# How the node chose the pods it fingerprinted (the value of ATTRIBUTE_METHOD).
-METHOD_ALL = "all"
-METHOD_WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"
-METHOD_EXCLUDE_TERMINAL = "exclude-terminal"
 
 _PREFIX_LEN = 4
 _VERSION_LEN = 4

@@ -34,8 +34,20 @@ from toposched.kubelet.topology_manager import (
     POLICY_RESTRICTED,
     POLICY_SINGLE_NUMA_NODE,
 )
+from toposched.names import (
+    CPU_BIND_POLICY_ANNOTATION,
+    DEVICE_SCOPE_ANNOTATION,
+    KOORDINATOR_DEVICE_JOINT_ALLOCATE,
+    KOORDINATOR_NUMA_POLICY_LABEL,
+    KOORDINATOR_NUMA_TOPOLOGY_SPEC,
+    KOORDINATOR_RESOURCE_SPEC,
+    NUMA_POLICY_ANNOTATION,
+    NUMA_POLICY_LABEL,
+    TOPOLOGY_MANAGER_POLICY_ATTRIBUTE,
+    TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE,
+)
 from toposched.scheduler.status import Status
-from toposched.topology.nrt import POLICY_ATTRIBUTE, SCOPE_ATTRIBUTE, NodeResourceTopology, detect_topology_policy
+from toposched.topology.nrt import NodeResourceTopology, detect_topology_policy
 from toposched.workload import Pod
 
 __all__ = [
@@ -64,14 +76,6 @@ __all__ = [
 
 # ---- names on the wire ---------------------------------------------------------------------
 
-NUMA_POLICY_ANNOTATION = "toposched.io/numa-policy"
-CPU_BIND_POLICY_ANNOTATION = "toposched.io/cpu-bind-policy"
-DEVICE_SCOPE_ANNOTATION = "toposched.io/device-scope"
-NUMA_POLICY_LABEL = "toposched.io/numa-policy"
-KOORDINATOR_NUMA_TOPOLOGY_SPEC = "scheduling.koordinator.sh/numa-topology-spec"
-KOORDINATOR_RESOURCE_SPEC = "scheduling.koordinator.sh/resource-spec"
-KOORDINATOR_DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"
-KOORDINATOR_NUMA_POLICY_LABEL = "node.koordinator.sh/numa-topology-policy"
 
 # Koordinator's ErrNotMatchNUMATopology, kept verbatim so aggregated reasons read as upstream's.
 REASON_POLICY_MISMATCH = "node(s) NUMA Topology policy not match"
@@ -427,13 +431,13 @@ def _kubelet_policy(nrt: NodeResourceTopology) -> NodePolicy | None:
             raise InputError(f"policy {first!r} is not one of {shown}", field="topologyPolicies[0]", source=nrt.origin)
         policy, scope = _DEPRECATED_POLICIES[first]
     attributes = nrt.attributes
-    if POLICY_ATTRIBUTE in attributes:
-        policy = _one_of(attributes[POLICY_ATTRIBUTE], POLICIES, "Topology Manager policy",
-                         key=f"attributes.{POLICY_ATTRIBUTE}", where=nrt.origin)
+    if TOPOLOGY_MANAGER_POLICY_ATTRIBUTE in attributes:
+        policy = _one_of(attributes[TOPOLOGY_MANAGER_POLICY_ATTRIBUTE], POLICIES, "Topology Manager policy",
+                         key=f"attributes.{TOPOLOGY_MANAGER_POLICY_ATTRIBUTE}", where=nrt.origin)
         source = SOURCE_NRT_ATTRIBUTES
-    if SCOPE_ATTRIBUTE in attributes:
-        scope = _one_of(attributes[SCOPE_ATTRIBUTE], _SCOPES, "Topology Manager scope",
-                        key=f"attributes.{SCOPE_ATTRIBUTE}", where=nrt.origin)
+    if TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE in attributes:
+        scope = _one_of(attributes[TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE], _SCOPES, "Topology Manager scope",
+                        key=f"attributes.{TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE}", where=nrt.origin)
     if policy is None:
         return None
     return NodePolicy(policy, scope or SCOPE_CONTAINER, source)

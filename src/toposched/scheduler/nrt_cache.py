@@ -35,11 +35,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from toposched.errors import InputError
+from toposched.names import (
+    FINGERPRINT_ANNOTATION,
+    FINGERPRINT_ATTRIBUTE,
+    FINGERPRINT_METHOD_ATTRIBUTE,
+    FINGERPRINT_METHOD_WITH_EXCLUSIVE_RESOURCES,
+)
 from toposched.scheduler.fingerprint import (
-    ANNOTATION,
-    ATTRIBUTE,
-    ATTRIBUTE_METHOD,
-    METHOD_WITH_EXCLUSIVE_RESOURCES,
     FingerprintCheck,
     check_fingerprint,
 )
@@ -141,15 +143,15 @@ def expected_fingerprint(nrt: NodeResourceTopology, resync_method: str) -> tuple
     ``Autodetect`` follows the ``nodeTopologyPodsFingerprintMethod`` attribute
     (``with-exclusive-resources``). Upstream ``podFingerprintForNodeTopology``.
     """
-    if ATTRIBUTE in nrt.attributes:
+    if FINGERPRINT_ATTRIBUTE in nrt.attributes:
         if resync_method == "OnlyExclusiveResources":
             only_exclusive = True
         elif resync_method == "Autodetect":
-            only_exclusive = nrt.attributes.get(ATTRIBUTE_METHOD) == METHOD_WITH_EXCLUSIVE_RESOURCES
+            only_exclusive = nrt.attributes.get(FINGERPRINT_METHOD_ATTRIBUTE) == FINGERPRINT_METHOD_WITH_EXCLUSIVE_RESOURCES
         else:
             only_exclusive = False
-        return nrt.attributes[ATTRIBUTE], only_exclusive
-    return nrt.annotations.get(ANNOTATION, ""), False
+        return nrt.attributes[FINGERPRINT_ATTRIBUTE], only_exclusive
+    return nrt.annotations.get(FINGERPRINT_ANNOTATION, ""), False
 
 
 def _resource_names(nrt: NodeResourceTopology | None) -> frozenset[str]:

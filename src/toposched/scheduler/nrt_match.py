@@ -31,10 +31,11 @@ from toposched.kubelet.topology_manager import (
     POLICY_RESTRICTED,
     POLICY_SINGLE_NUMA_NODE,
 )
+from toposched.names import TOPOLOGY_MANAGER_POLICY_ATTRIBUTE, TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE
 from toposched.quantity import format_bytes, format_cpu
 from toposched.scheduler.nrt_match_args import PLUGIN_NAME
 from toposched.scheduler.status import Status
-from toposched.topology.nrt import POLICY_ATTRIBUTE, SCOPE_ATTRIBUTE, ZONE_TYPE_NODE, NodeResourceTopology
+from toposched.topology.nrt import ZONE_TYPE_NODE, NodeResourceTopology
 from toposched.workload import BEST_EFFORT, GUARANTEED, Pod
 
 __all__ = [
@@ -143,9 +144,9 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
     if nrt.top_level_policies:
         policy, scope = _DEPRECATED_POLICIES.get(nrt.top_level_policies[0], (policy, scope))
     for name, value in nrt.attributes.items():
-        if name == SCOPE_ATTRIBUTE and is_valid_scope(value):
+        if name == TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE and is_valid_scope(value):
             scope = value
-        elif name == POLICY_ATTRIBUTE and is_valid_policy(value):
+        elif name == TOPOLOGY_MANAGER_POLICY_ATTRIBUTE and is_valid_policy(value):
             policy = value
     return TopologyManagerConfig(policy, scope)
 

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
+from toposched.names import KOORDINATOR_RESOURCE_STATUS, PLACEMENT_ANNOTATION
 from toposched.quantity import canonical_units, format_bytes, format_cpu
 from toposched.topology import CPUSet
 
@@ -30,8 +31,6 @@ __all__ = [
     "Placement",
 ]
 
-PLACEMENT_ANNOTATION = "toposched.io/placement"
-KOORDINATOR_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _MAX_CPU = 8192  # the kernel's largest NR_CPUS; a cpuset beyond it is not a real machine's
 

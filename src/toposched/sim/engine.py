@@ -30,6 +30,7 @@ from typing import Any
 
 from toposched.devices.fgd import MILLI
 from toposched.errors import InputError
+from toposched.names import NVIDIA_GPU
 from toposched.scheduler import Scheduler
 from toposched.sim.contenders import Contender, node_report_of
 from toposched.sim.fragmentation import ClusterGPUs, gpu_target_workload
@@ -329,7 +330,7 @@ class _Run:
         wait = until - instance.source.arrival
         self.result.waits.append(wait)
         self.result.censored += censored
-        gpus = instance.source.pod.effective_requests().get("nvidia.com/gpu", 0)
+        gpus = instance.source.pod.effective_requests().get(NVIDIA_GPU, 0)
         if gpus:
             self.result.gpu_waits.setdefault(gpus, []).append(wait)
 

@@ -21,11 +21,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 from toposched.errors import InputError
+from toposched.names import GPU_PRODUCTS_LABEL_PREFIX
 from toposched.sim.model import GPU_PRODUCT_LABEL, SimNode, SimPod
 
-__all__ = ["GPU_PRODUCTS_PREFIX", "gpu_models_selector", "select_gpu_models"]
+__all__ = ["gpu_models_selector", "select_gpu_models"]
 
-GPU_PRODUCTS_PREFIX = "gpu-products.toposched.io/"
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 
 
@@ -34,7 +34,7 @@ def _products_label(models: frozenset[str]) -> str:
     name = ".".join(sorted(models))
     if not _LABEL_NAME.fullmatch(name):  # too long for a label name, or a character labels cannot hold
         name = "sha256-" + hashlib.sha256("|".join(sorted(models)).encode()).hexdigest()[:16]
-    return GPU_PRODUCTS_PREFIX + name
+    return GPU_PRODUCTS_LABEL_PREFIX + name
 
 
 def gpu_models_selector(models: Iterable[str]) -> dict[str, str]:

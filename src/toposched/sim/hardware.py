@@ -34,6 +34,7 @@ from toposched.devices.share import GPU_MODEL_MEMORY
 from toposched.errors import InputError
 from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.manifests import decode_documents, read_text
+from toposched.names import HOSTNAME_LABEL
 from toposched.quantity import canonical_units
 from toposched.scheduler.nodes import Taint
 from toposched.sim.limits import MAX_SIM_NODES
@@ -96,7 +97,6 @@ KUBELET_CONFIGURATION_KEYS = (
 
 DevicePluginTable = Mapping[str, tuple[tuple[str, tuple[int, ...] | None], ...]]
 
-_HOSTNAME_LABEL = "kubernetes.io/hostname"
 _PROFILE_KEYS = frozenset({
     "description", "sockets", "numaPerSocket", "coresPerNuma", "threadsPerCore", "siblings", "memoryPerNuma",
     "hugepagesPerNuma", "distances", "gpuModel", "devices", "kubelet",
@@ -422,7 +422,7 @@ def sim_node(
     """A :class:`SimNode` with the hostname label, and the GPU model labels when ``gpu_model`` is given
     (``nvidia.com/gpu.product`` and ``toposched.io/gpu-model``)."""
     _check_enforcement(cpu_enforcement)
-    all_labels = {_HOSTNAME_LABEL: name, **(labels or {})}
+    all_labels = {HOSTNAME_LABEL: name, **(labels or {})}
     if gpu_model:
         all_labels[GPU_PRODUCT_LABEL] = all_labels[GPU_MODEL_LABEL] = gpu_model
     return SimNode(name, machine, kubelet, labels=all_labels, taints=tuple(taints), cpu_enforcement=cpu_enforcement,

@@ -11,6 +11,14 @@ import math
 from collections import Counter
 from typing import Any
 
+from toposched.names import (
+    AGENT_PLACEMENT_ERROR,
+    GPU_SHARE_ERROR,
+    NODE_AFFINITY_ERROR,
+    SMT_ALIGNMENT_ERROR,
+    TOPOLOGY_AFFINITY_ERROR,
+    UNEXPECTED_ADMISSION_ERROR,
+)
 from toposched.sim.engine import RunResult
 
 __all__ = ["TIMELINE_SERIES", "WALL_CLOCK_KEYS", "reason_label", "reason_meaning", "run_metrics"]
@@ -27,12 +35,12 @@ TIMELINE_SERIES = {"cpu": "cpu", "memory": "memory"}
 # What each admission rejection reason means, for the tables: a reader looking for the NUMA story
 # must tell it from a scheduler that does not understand GPU shares.
 _REASONS = {
-    "TopologyAffinityError": "NUMA alignment impossible",
-    "UnexpectedAdmissionError": "aligned memory or devices not allocatable",
-    "SMTAlignmentError": "whole physical cores not free",
-    "GPUShareError": "GPU share fits no single GPU",
-    "AgentPlacementError": "placement the agent cannot apply",
-    "NodeAffinity": "node selector not matched",
+    TOPOLOGY_AFFINITY_ERROR: "NUMA alignment impossible",
+    UNEXPECTED_ADMISSION_ERROR: "aligned memory or devices not allocatable",
+    SMT_ALIGNMENT_ERROR: "whole physical cores not free",
+    GPU_SHARE_ERROR: "GPU share fits no single GPU",
+    AGENT_PLACEMENT_ERROR: "placement the agent cannot apply",
+    NODE_AFFINITY_ERROR: "node selector not matched",
 }
 
 

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.kubelet import KubeletConfig
+from toposched.names import GPU_MODEL_LABEL, GPU_PRODUCT_LABEL
 from toposched.scheduler.nodes import Taint
 from toposched.topology import Machine
 from toposched.workload import Pod
@@ -22,9 +23,7 @@ CPU_ENFORCEMENT_KUBELET = "kubelet"
 CPU_ENFORCEMENT_AGENT = "agent"
 # Node label carrying the GPU model as NVIDIA's GPU feature discovery publishes it; pods that
 # require a model select on it (toposched.sim.gpu_models).
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 # The same model under toposched's own key, which the GPUShare plugin reads for its packing policy.
-GPU_MODEL_LABEL = "toposched.io/gpu-model"
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
+from toposched.names import RDMA_HCA
 from toposched.scheduler.intent import DEVICE_SCOPE_ANNOTATION, NUMA_POLICY_ANNOTATION
 from toposched.sim.limits import MAX_HORIZON, MAX_SIM_PODS
 from toposched.sim.model import SimNode, SimPod
@@ -61,7 +62,6 @@ KIND_INFERENCE = "inference"
 KIND_BURSTABLE = "burstable"
 KIND_BEST_EFFORT = "besteffort"
 POD_KINDS = (KIND_LATENCY, KIND_TRAINING, KIND_INFERENCE, KIND_BURSTABLE, KIND_BEST_EFFORT)
-RDMA_HCA = "rdma/hca"
 #: The toleration of GPU pods: GPU nodes tainted ``nvidia.com/gpu:NoSchedule`` take only pods that have it.
 GPU_TOLERATION = Toleration(NVIDIA_GPU, "Exists", effect="NoSchedule")
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from toposched.devices.share import GPU_CORE, GPU_MEMORY_RATIO, NVIDIA_GPU, GPURequest
 from toposched.errors import InputError
 from toposched.inputs import check_dns_subdomain
+from toposched.names import KOORDINATOR_QOS_LABEL, TRACE_PHASE_ANNOTATION
 from toposched.sim.limits import MAX_HORIZON
 from toposched.sim.model import SimPod
 from toposched.sim.nodes_csv import GPU_MODELS, cell_int, csv_rows
@@ -56,8 +57,6 @@ ALIBABA_POD_REQUIRED = ALIBABA_POD_COLUMNS[:5]
 TRACE_QOS_CLASSES = ("LS", "BE", "Burstable", "Guaranteed")
 TRACE_PHASES = ("Running", "Succeeded", "Failed", "Pending")
 #: Koordinator's pod label for its QoS classes; set for the trace's LS and BE pods.
-KOORDINATOR_QOS_LABEL = "koordinator.sh/qosClass"
-TRACE_PHASE_ANNOTATION = "toposched.io/trace-phase"
 
 _KOORDINATOR_CLASSES = ("LS", "BE")
 _MIB = 2**20

@@ -39,10 +39,16 @@ from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.kubelet.cpu_manager import pod_guaranteed_cpus
 from toposched.kubelet.description import DescribedDevice
+from toposched.names import (
+    AGENT_PLACEMENT_ERROR,
+    FINGERPRINT_ATTRIBUTE,
+    GPU_SHARE_ERROR,
+    NODE_AFFINITY_ERROR,
+    PLACEMENT_ANNOTATION,
+)
 from toposched.node_report import node_report
-from toposched.scheduler.fingerprint import ATTRIBUTE as FINGERPRINT_ATTRIBUTE
 from toposched.scheduler.fingerprint import pods_fingerprint
-from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
+from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, gpus_held_whole, shares_gpu
 from toposched.sim.model import CPU_ENFORCEMENT_AGENT, SimNode
 from toposched.topology import CPUSet
@@ -117,7 +123,7 @@ class NodeTruth:
         """
         labels = self.node.labels
         if any(labels.get(key) != value for key, value in pod.node_selector.items()):
-            return Outcome(False, "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+            return Outcome(False, NODE_AFFINITY_ERROR, "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
                                                   "affinity/selector")
         admission = self.kubelet.admit(pod)
         if not admission.admitted:
@@ -127,7 +133,7 @@ class NodeTruth:
             share = self._gpu_share(pod, placement)
             if isinstance(share, str):
                 self.kubelet.release(uid)
-                return Outcome(False, "GPUShareError", share)
+                return Outcome(False, GPU_SHARE_ERROR, share)
             self.gpus = self.gpus.take(share)
             self._shares[uid] = share
         if self.agent:
@@ -135,7 +141,7 @@ class NodeTruth:
             if refusal:
                 self._release_share(uid)
                 self.kubelet.release(uid)
-                return Outcome(False, "AgentPlacementError", refusal)
+                return Outcome(False, AGENT_PLACEMENT_ERROR, refusal)
         else:
             cpus = CPUSet.from_mask(_mask(c.cpuset for c in admission.containers.values()))
             numa = admission.numa_nodes()

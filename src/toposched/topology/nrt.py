@@ -26,6 +26,13 @@ from typing import Any
 from toposched.errors import InputError
 from toposched.inputs import check_dns_subdomain, check_resource_name
 from toposched.manifests import load_objects
+from toposched.names import (
+    AMD_GPU,
+    NRT_API_GROUP,
+    NVIDIA_GPU,
+    TOPOLOGY_MANAGER_POLICY_ATTRIBUTE,
+    TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE,
+)
 from toposched.quantity import canonical_units, format_bytes, parse_quantity
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, DeviceKind, LogicalCPU, Machine, NUMANode
@@ -34,9 +41,7 @@ __all__ = [
     "API_VERSION",
     "KIND",
     "NodeResourceTopology",
-    "POLICY_ATTRIBUTE",
     "ResourceInfo",
-    "SCOPE_ATTRIBUTE",
     "ZONE_TYPES",
     "ZONE_TYPE_NODE",
     "Zone",
@@ -52,9 +57,8 @@ __all__ = [
     "zone_name",
 ]
 
-API_GROUP = "topology.node.k8s.io"
-API_VERSION = f"{API_GROUP}/v1alpha2"
-_READ_VERSIONS = (f"{API_GROUP}/v1alpha1", API_VERSION)
+API_VERSION = f"{NRT_API_GROUP}/v1alpha2"
+_READ_VERSIONS = (f"{NRT_API_GROUP}/v1alpha1", API_VERSION)
 KIND = "NodeResourceTopology"
 _LIST_KINDS = ("List", "NodeResourceTopologyList")
 
@@ -64,8 +68,6 @@ ZONE_TYPE_NODE = "Node"
 # read as parents that group Node zones; Core zones are accepted and otherwise ignored.
 ZONE_TYPES = (ZONE_TYPE_NODE, "Socket", "Die", "Core")
 
-POLICY_ATTRIBUTE = "topologyManagerPolicy"
-SCOPE_ATTRIBUTE = "topologyManagerScope"
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
 
@@ -205,7 +207,7 @@ def detect_topology_policy(policy: str, scope: str) -> str:
     return _DEPRECATED_POLICY_NAMES.get((policy, scope), "None")
 
 
-_DEVICE_KINDS = {"nvidia.com/gpu": DeviceKind.GPU, "amd.com/gpu": DeviceKind.GPU}
+_DEVICE_KINDS = {NVIDIA_GPU: DeviceKind.GPU, AMD_GPU: DeviceKind.GPU}
 
 
 def device_kind_of_resource(resource: str) -> DeviceKind:
@@ -365,7 +367,8 @@ def parse_nrt(obj: Mapping[str, Any], source: str | None = None) -> NodeResource
     for i, p in enumerate(r.sequence(obj.get("topologyPolicies"), "topologyPolicies")):
         policies.append(r.string(p, f"topologyPolicies[{i}]", what="policy"))  # free text upstream
     attributes = r.attributes(obj.get("attributes"), "attributes")
-    for attribute, known in ((POLICY_ATTRIBUTE, TOPOLOGY_MANAGER_POLICIES), (SCOPE_ATTRIBUTE, TOPOLOGY_MANAGER_SCOPES)):
+    for attribute, known in ((TOPOLOGY_MANAGER_POLICY_ATTRIBUTE, TOPOLOGY_MANAGER_POLICIES),
+                             (TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE, TOPOLOGY_MANAGER_SCOPES)):
         value = attributes.get(attribute)
         if value is not None and value not in known:
             raise r.fail(f"{attribute} {value[:60]!r} is not one of {', '.join(known)}", f"attributes.{attribute}")
@@ -733,7 +736,7 @@ def nrt_from_machine(
         costs = {zone_name(m): node.distances[m] for m in machine.numa_ids} if has_distances else {}
         zones.append(Zone(zone_name(node.id), ZONE_TYPE_NODE, None, costs, node.attributes, tuple(resources)))
 
-    attributes = {POLICY_ATTRIBUTE: policy, SCOPE_ATTRIBUTE: scope}
+    attributes = {TOPOLOGY_MANAGER_POLICY_ATTRIBUTE: policy, TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE: scope}
     for key, value in (extra_attributes or {}).items():
         attributes.setdefault(key, value)
     return NodeResourceTopology(
