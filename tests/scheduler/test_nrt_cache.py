@@ -25,10 +25,14 @@ from toposched.scheduler.nrt_cache import (
     STRATEGY_DISCARD_RESERVED,
     STRATEGY_OVERRESERVE,
     STRATEGY_PASSTHROUGH,
+    DiscardReservedCache,
     NodeView,
     NRTCache,
+    OverReserveCache,
+    PassthroughCache,
     are_exclusive_for_pod,
     expected_fingerprint,
+    new_nrt_cache,
 )
 from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs
 from toposched.scheduler.status import Code
@@ -84,7 +88,7 @@ def foreign(name: str = "intruder", scheduler: str = "other-scheduler", **reques
 
 def overreserve(*initial: NodeResourceTopology, **kw) -> NRTCache:
     kw.setdefault("profile_names", ("topo-aware-scheduler",))
-    return NRTCache(STRATEGY_OVERRESERVE, resync_period=PERIOD, initial=initial, **kw)
+    return new_nrt_cache(STRATEGY_OVERRESERVE, resync_period=PERIOD, initial=initial, **kw)
 
 
 def ours(pod: Pod) -> Pod:
@@ -117,7 +121,7 @@ GET_CASES = [
 def test_node_view_per_strategy(strategy, case):
     _, initial, node, with_foreign, expected = case
     reports = [attr_nrt(n) for n in initial]
-    cache = NRTCache(strategy, resync_period=PERIOD if strategy == STRATEGY_OVERRESERVE else 0, initial=reports)
+    cache = new_nrt_cache(strategy, resync_period=PERIOD if strategy == STRATEGY_OVERRESERVE else 0, initial=reports)
     if with_foreign:
         cache.track_pod_on_node(node, foreign())
     view = cache.node_view(node)
@@ -137,6 +141,14 @@ def test_node_view_per_strategy(strategy, case):
 )
 def test_strategy_chosen_from_the_plugin_args(args, strategy):
     assert NRTCache.from_args(NodeResourceTopologyMatchArgs.from_dict(args)).strategy == strategy
+
+
+@pytest.mark.parametrize(("strategy", "cls"), [(STRATEGY_PASSTHROUGH, PassthroughCache),
+                                               (STRATEGY_OVERRESERVE, OverReserveCache),
+                                               (STRATEGY_DISCARD_RESERVED, DiscardReservedCache)])
+def test_each_strategy_is_one_class_behind_the_interface(strategy, cls):
+    cache = new_nrt_cache(strategy, resync_period=PERIOD if strategy == STRATEGY_OVERRESERVE else 0)
+    assert type(cache) is cls and isinstance(cache, NRTCache) and cls.strategy == strategy
 
 
 @pytest.mark.parametrize(
@@ -161,7 +173,7 @@ def test_resync_method_from_the_args(cache_args, method):
 
 
 def test_passthrough_shows_each_report_at_once_and_ignores_the_cycle():
-    cache = NRTCache(STRATEGY_PASSTHROUGH, initial=[default_topology()])
+    cache = new_nrt_cache(STRATEGY_PASSTHROUGH, initial=[default_topology()])
     pod = guaranteed()
     cache.reserve("node1", pod)
     cache.post_bind("node1", pod)
@@ -172,7 +184,7 @@ def test_passthrough_shows_each_report_at_once_and_ignores_the_cycle():
 
 
 def test_discardreserved_refuses_a_node_with_a_reservation_in_flight():
-    cache = NRTCache(STRATEGY_DISCARD_RESERVED, initial=[default_topology()])
+    cache = new_nrt_cache(STRATEGY_DISCARD_RESERVED, initial=[default_topology()])
     pod = Pod("pod", "test", uid="some-uid")
     cache.reserve("node1", pod)
     assert cache.reservations("node1") == ("some-uid",)
@@ -184,7 +196,7 @@ def test_discardreserved_refuses_a_node_with_a_reservation_in_flight():
 
 
 def test_discardreserved_unreserve_ends_the_reservation_too():
-    cache = NRTCache(STRATEGY_DISCARD_RESERVED, initial=[default_topology()])
+    cache = new_nrt_cache(STRATEGY_DISCARD_RESERVED, initial=[default_topology()])
     first, second = Pod("a", "test"), Pod("b", "test")
     cache.reserve("node1", first)
     cache.reserve("node1", second)
@@ -643,7 +655,7 @@ def test_overreserve_prevents_the_stale_report_double_allocation():
     """
     first, second = (guaranteed(n, cpu=cpus(3), memory=GI) for n in ("first", "second"))
     stale = _two_numa()
-    passthrough = NRTCache(STRATEGY_PASSTHROUGH, initial=[stale])
+    passthrough = new_nrt_cache(STRATEGY_PASSTHROUGH, initial=[stale])
     cache = overreserve(stale)
     for c in (passthrough, cache):
         assert c.filter(first, "n").is_success
@@ -672,7 +684,7 @@ def test_resyncs_fall_on_the_period_grid():
     assert cache.next_resync_at == 105.0
     cache.advance(123.0)  # several periods at once: one resync, next one on the grid
     assert cache.next_resync_at == 125.0
-    assert NRTCache(STRATEGY_PASSTHROUGH).next_resync_at is None
+    assert new_nrt_cache(STRATEGY_PASSTHROUGH).next_resync_at is None
 
 
 def test_update_report_runs_the_due_resync_against_the_previous_report():
@@ -710,7 +722,7 @@ def test_time_never_goes_backwards():
 def test_bad_configuration_names_the_field(kwargs, field):
     strategy = kwargs.pop("strategy")
     with pytest.raises(InputError) as err:
-        NRTCache(strategy, **kwargs)
+        new_nrt_cache(strategy, **kwargs)
     assert err.value.field == field and err.value.source == "NRTCache"
 
 

@@ -2,15 +2,17 @@
 
 ``NodeResourceTopologyMatch`` never reads a NodeResourceTopology (NRT) directly: it asks its
 cache (``pkg/noderesourcetopology/cache``) for a copy, and the cache decides what the Filter and
-Score see. Three strategies exist upstream and here (docs/scheduler/nrt-cache.md has the full
-story, the upstream revision and every deliberate difference):
+Score see. Three strategies exist upstream and here, each a class behind the one interface
+:class:`NRTCache` (upstream's ``cache.Interface``); :func:`new_nrt_cache` and
+:meth:`NRTCache.from_args` pick one (docs/scheduler/nrt-cache.md has the full story, the
+upstream revision and every deliberate difference):
 
-``passthrough``
+``passthrough`` (:class:`PassthroughCache`)
     the last published report, as is. Reserve, Unreserve and PostBind do nothing.
-``discardreserved``
+``discardreserved`` (:class:`DiscardReservedCache`)
     the last published report, but a node with a reservation in flight (Reserve seen, neither
     Unreserve nor PostBind yet) is refused: the view is ``None`` and not fresh.
-``overreserve``
+``overreserve`` (:class:`OverReserveCache`)
     a private store of reports that changes only when the node is *resynced*. Pods reserved
     on a node since its last resync are "assumed": their effective request is subtracted from
     the ``available`` of every zone of the node (upstream cannot know which NUMA node the kubelet
@@ -31,8 +33,10 @@ due, :meth:`NRTCache.update_report` advances to ``now`` before taking the new re
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from toposched.errors import InputError
 from toposched.names import (
@@ -61,8 +65,11 @@ from toposched.workload import BEST_EFFORT, GUARANTEED, Pod
 __all__ = [
     "FOREIGN_PODS_DETECT_MODES",
     "INFORMER_MODES",
+    "DiscardReservedCache",
     "NRTCache",
     "NodeView",
+    "OverReserveCache",
+    "PassthroughCache",
     "POD_PHASES",
     "REASON_INVALID_TOPOLOGY",
     "RESYNC_METHODS",
@@ -73,6 +80,7 @@ __all__ = [
     "STRATEGY_PASSTHROUGH",
     "are_exclusive_for_pod",
     "expected_fingerprint",
+    "new_nrt_cache",
 ]
 
 STRATEGY_PASSTHROUGH = "passthrough"
@@ -183,18 +191,25 @@ def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     return value
 
 
-# ---- the cache ----------------------------------------------------------------------------
+# ---- the interface ------------------------------------------------------------------------
 
 
-class NRTCache:
-    """The NRT cache of one ``NodeResourceTopologyMatch`` profile, under one of upstream's strategies.
+class NRTCache(ABC):
+    """The NRT cache of one ``NodeResourceTopologyMatch`` profile: upstream's ``cache.Interface``.
 
-    Mutable, not thread-safe, no clock of its own: every change of time comes through ``now``.
+    What every strategy answers (the abstract methods): the view of a node
+    (``GetCachedNRTCopy``), a Filter rejection (``NodeMaybeOverReserved``), Reserve, Unreserve
+    and PostBind, and the pod informer's events (``NodeHasForeignPods``). Time, the latest
+    reports, the Filter and Score through the view are shared; the inspection methods answer
+    "nothing" unless the strategy keeps that state. Mutable, not thread-safe, no clock of its
+    own: every change of time comes through ``now``.
     """
+
+    #: The strategy's name in upstream's terms (one of :data:`STRATEGIES`).
+    strategy: ClassVar[str]
 
     def __init__(
         self,
-        strategy: str,
         *,
         resync_period: float = 0.0,
         resync_method: str = "Autodetect",
@@ -205,13 +220,13 @@ class NRTCache:
         initial: Iterable[NodeResourceTopology] = (),
         start: float = 0.0,
     ):
-        """A cache of ``strategy`` holding the reports in ``initial`` (upstream's start-up List).
+        """A cache holding the reports in ``initial`` (upstream's start-up List).
 
-        ``resync_period`` (seconds, overreserve only, must be > 0 there) spaces the resyncs, the
-        first one at ``start``. ``profile_names`` are the scheduler names whose pods are not
-        foreign. The other knobs are the plugin's ``cache`` args. Bad values raise InputError.
+        ``resync_period`` (seconds, used by overreserve only, which needs it > 0) spaces the
+        resyncs, the first one at ``start``. ``profile_names`` are the scheduler names whose pods
+        are not foreign. The other knobs are the plugin's ``cache`` args, checked whatever the
+        strategy, as upstream validates the args. Bad values raise InputError.
         """
-        self.strategy = _choice(strategy, STRATEGIES, "strategy")
         self.resync_method = _choice(resync_method, RESYNC_METHODS, "cache.resyncMethod")
         self.resync_scope = _choice(resync_scope, RESYNC_SCOPES, "cache.resyncScope")
         self.foreign_pods_detect = _choice(foreign_pods_detect, FOREIGN_PODS_DETECT_MODES, "cache.foreignPodsDetect")
@@ -220,35 +235,13 @@ class NRTCache:
                 or not math.isfinite(resync_period) or resync_period < 0:
             raise InputError(f"resync period {resync_period!r} is not a finite number of seconds >= 0",
                              field="cacheResyncPeriodSeconds", source="NRTCache")
-        if self.strategy == STRATEGY_OVERRESERVE and resync_period <= 0:
-            raise InputError("the overreserve cache needs a resync period > 0",
-                             field="cacheResyncPeriodSeconds", source="NRTCache")
         self.resync_period = float(resync_period)
         self.profile_names = frozenset(profile_names)
         self._now = float(start)
-        self._next_resync = float(start)
-        self._generation = 0
         # The API server's view: the last report published for each node.
         self._reports: dict[str, NodeResourceTopology] = {}
-        # overreserve: the stored reports and what was derived from them.
-        self._store: dict[str, NodeResourceTopology] = {}
-        self._store_resources: dict[str, frozenset[str]] = {}
-        self._assumed: dict[str, dict[str, dict[str, int]]] = {}
-        self._discarded: dict[str, int] = {}
-        self._foreign: dict[str, int] = {}
-        self._config_changed: dict[str, int] = {}
-        self._watched_conf: dict[str, TopologyManagerConfig] = {}
-        self._pods: dict[str, dict[str, tuple[Pod, str]]] = {}
-        self._views: dict[str, NodeResourceTopology] = {}
-        # discardreserved: node -> reservation keys in flight.
-        self._reservations: dict[str, set[str]] = {}
         for nrt in initial:
             self._reports[nrt.name] = nrt
-            if self.strategy == STRATEGY_OVERRESERVE:
-                self._store[nrt.name] = nrt
-                self._store_resources[nrt.name] = _resource_names(nrt)
-                if self.resync_scope == "All":
-                    self._watched_conf[nrt.name] = topology_manager_config(nrt)
 
     @classmethod
     def from_args(
@@ -268,7 +261,7 @@ class NRTCache:
         else:
             strategy = STRATEGY_PASSTHROUGH
         period = args.cache_resync_period_seconds if strategy == STRATEGY_OVERRESERVE else 0
-        return cls(
+        return new_nrt_cache(
             strategy,
             resync_period=period,
             resync_method=args.cache.resync_method,
@@ -289,13 +282,13 @@ class NRTCache:
 
     @property
     def generation(self) -> int:
-        """How many resyncs changed the overreserve store (upstream's generation counter)."""
-        return self._generation
+        """How many resyncs changed the overreserve store (upstream's generation counter); 0 elsewhere."""
+        return 0
 
     @property
     def next_resync_at(self) -> float | None:
         """When the next periodic resync falls due (overreserve), else None."""
-        return self._next_resync if self.strategy == STRATEGY_OVERRESERVE else None
+        return None
 
     def advance(self, now: float) -> tuple[str, ...]:
         """Move time to ``now`` and run the resync if one fell due; returns the nodes it flushed.
@@ -309,11 +302,11 @@ class NRTCache:
         if now < self._now:
             raise InputError(f"time {now} is before {self._now}", field="now", source="NRTCache")
         self._now = float(now)
-        if self.strategy != STRATEGY_OVERRESERVE or now < self._next_resync:
-            return ()
-        periods = math.floor((now - self._next_resync) / self.resync_period) + 1
-        self._next_resync += periods * self.resync_period
-        return self.resync()
+        return self._resync_due(self._now)
+
+    def _resync_due(self, now: float) -> tuple[str, ...]:
+        """The periodic resync at ``now`` if one fell due; the nodes it flushed."""
+        return ()
 
     def update_report(self, nrt: NodeResourceTopology, now: float) -> None:
         """A node published ``nrt`` at ``now`` (the NRT object was created or updated).
@@ -325,12 +318,6 @@ class NRTCache:
         """
         self.advance(now)
         self._reports[nrt.name] = nrt
-        if self.strategy != STRATEGY_OVERRESERVE or self.resync_scope != "All":
-            return
-        conf = topology_manager_config(nrt)
-        if self._watched_conf.get(nrt.name) != conf:
-            self._watched_conf[nrt.name] = conf
-            self._config_changed[nrt.name] = self._config_changed.get(nrt.name, 0) + 1
 
     def report(self, node_name: str) -> NodeResourceTopology | None:
         """The last report published for the node (what the API server holds), or None."""
@@ -338,27 +325,9 @@ class NRTCache:
 
     # ---- what the plugin sees -------------------------------------------------------------
 
+    @abstractmethod
     def node_view(self, node_name: str) -> NodeView:
         """The NRT the Filter and Score must use for ``node_name`` now (see :class:`NodeView`)."""
-        if self.strategy == STRATEGY_PASSTHROUGH:
-            return NodeView(self._reports.get(node_name))
-        if self.strategy == STRATEGY_DISCARD_RESERVED:
-            if self._reservations.get(node_name):
-                return NodeView(None, fresh=False)
-            return NodeView(self._reports.get(node_name))
-        if node_name in self._foreign:
-            return NodeView(None, fresh=False, generation=self._generation)
-        stored = self._store.get(node_name)
-        if stored is None or not self._assumed.get(node_name):
-            return NodeView(stored, generation=self._generation)
-        view = self._views.get(node_name)
-        if view is None:
-            totals: dict[str, int] = {}
-            for request in self._assumed[node_name].values():
-                for resource, quantity in request.items():
-                    totals[resource] = totals.get(resource, 0) + quantity
-            view = self._views[node_name] = _subtract_everywhere(stored, totals)
-        return NodeView(view, generation=self._generation)
 
     def filter(self, pod: Pod, node_name: str, *, node_allocatable: Mapping[str, int] | Iterable[str] | None = None
                ) -> Status:
@@ -393,41 +362,31 @@ class NRTCache:
 
     # ---- the scheduling cycle ---------------------------------------------------------------
 
+    @abstractmethod
     def mark_discarded(self, node_name: str) -> None:
         """The Filter rejected a pod on the node: overreserve marks it dirty (a resync candidate)."""
-        if self.strategy == STRATEGY_OVERRESERVE:
-            self._discarded[node_name] = self._discarded.get(node_name, 0) + 1
 
+    @abstractmethod
     def reserve(self, node_name: str, pod: Pod) -> None:
         """Reserve: overreserve assumes the pod's request on the node (only if the node has a stored
         report); discardreserved records a reservation in flight; passthrough does nothing."""
-        if self.strategy == STRATEGY_DISCARD_RESERVED:
-            self._reservations.setdefault(node_name, set()).add(_reservation_key(pod))
-        elif self.strategy == STRATEGY_OVERRESERVE and node_name in self._store:
-            self._assumed.setdefault(node_name, {})[pod.key] = upstream_effective_request(pod)
-            self._views.pop(node_name, None)
 
+    @abstractmethod
     def unreserve(self, node_name: str, pod: Pod) -> None:
         """Unreserve: undo :meth:`reserve` for this pod (nothing happens if it was not reserved)."""
-        if self.strategy == STRATEGY_DISCARD_RESERVED:
-            self._reservations.get(node_name, set()).discard(_reservation_key(pod))
-        elif self.strategy == STRATEGY_OVERRESERVE and pod.key in self._assumed.get(node_name, {}):
-            del self._assumed[node_name][pod.key]
-            self._views.pop(node_name, None)
 
+    @abstractmethod
     def post_bind(self, node_name: str, pod: Pod) -> None:
         """PostBind: discardreserved ends the pod's reservation; the other strategies do nothing
         (overreserve keeps the pod assumed until the node is flushed)."""
-        if self.strategy == STRATEGY_DISCARD_RESERVED:
-            self._reservations.get(node_name, set()).discard(_reservation_key(pod))
 
     def assumed_pods(self, node_name: str) -> tuple[str, ...]:
         """The ``namespace/name`` of the pods overreserve assumes on the node, sorted."""
-        return tuple(sorted(self._assumed.get(node_name, {})))
+        return ()
 
     def reservations(self, node_name: str) -> tuple[str, ...]:
         """The reservations discardreserved has in flight on the node, sorted."""
-        return tuple(sorted(self._reservations.get(node_name, ())))
+        return ()
 
     # ---- the pods informer --------------------------------------------------------------------
 
@@ -438,24 +397,229 @@ class NRTCache:
         """
         self.profile_names = self.profile_names | {name}
 
+    @abstractmethod
     def track_pod_on_node(self, node_name: str, pod: Pod, *, phase: str = "Running") -> None:
-        """The pod informer saw ``pod`` bound to ``node_name`` (added or updated) in ``phase``.
+        """The pod informer saw ``pod`` bound to ``node_name`` (added or updated) in ``phase``
+        (one of :data:`POD_PHASES`, else InputError).
 
         Overreserve keeps it for the node's fingerprint (Dedicated informer: every phase but
         Pending counts; Shared: only Running) and, when the pod's scheduler is not one of
-        ``profile_names``, treats it as a foreign pod (see :meth:`_foreign_pod`).
+        ``profile_names``, treats it as a foreign pod. The other strategies ignore pods.
         """
+
+    @abstractmethod
+    def untrack_pod(self, node_name: str, pod: Pod) -> None:
+        """The pod informer saw ``pod`` deleted from ``node_name``; a foreign pod leaving marks the
+        node too, as upstream's delete handler does."""
+
+    def pods_on_node(self, node_name: str) -> tuple[str, ...]:
+        """The ``namespace/name`` of the pods the resync would fingerprint for the node, sorted."""
+        return ()
+
+    # ---- resync ---------------------------------------------------------------------------------
+
+    def dirty_nodes(self) -> tuple[str, ...]:
+        """Nodes overreserve would try to resync by fingerprint: discarded or with foreign pods, sorted."""
+        return ()
+
+    def config_changed_nodes(self) -> tuple[str, ...]:
+        """Nodes overreserve will flush at the next resync whatever their fingerprint, sorted."""
+        return ()
+
+    def has_foreign_pods(self, node_name: str) -> bool:
+        """Whether overreserve refuses the node for foreign pods until its next flush."""
+        return False
+
+    def resync(self) -> tuple[str, ...]:
+        """One resync step now (upstream ``Resync``); returns the nodes flushed, sorted (overreserve only)."""
+        return ()
+
+
+def new_nrt_cache(strategy: str, **options: Any) -> NRTCache:
+    """The cache of ``strategy`` (one of :data:`STRATEGIES`) built with ``options`` (see
+    :meth:`NRTCache.__init__`); an unknown strategy or bad option raises InputError."""
+    return _STRATEGY_CLASSES[_choice(strategy, STRATEGIES, "strategy")](**options)
+
+
+# ---- the strategies -------------------------------------------------------------------------
+
+
+class PassthroughCache(NRTCache):
+    """``passthrough``: the last published report, as is; Reserve, Unreserve, PostBind and the pod
+    informer change nothing."""
+
+    strategy = STRATEGY_PASSTHROUGH
+
+    def node_view(self, node_name: str) -> NodeView:
+        """The last report published for the node (None: no topology data)."""
+        return NodeView(self._reports.get(node_name))
+
+    def mark_discarded(self, node_name: str) -> None:
+        """Nothing to mark: the next report is shown as it comes."""
+
+    def reserve(self, node_name: str, pod: Pod) -> None:
+        """Nothing to reserve."""
+
+    def unreserve(self, node_name: str, pod: Pod) -> None:
+        """Nothing to undo."""
+
+    def post_bind(self, node_name: str, pod: Pod) -> None:
+        """Nothing to end."""
+
+    def track_pod_on_node(self, node_name: str, pod: Pod, *, phase: str = "Running") -> None:
+        """Pods do not matter here; a phase outside :data:`POD_PHASES` is still an InputError."""
         _choice(phase, POD_PHASES, "phase")
-        if self.strategy != STRATEGY_OVERRESERVE:
+
+    def untrack_pod(self, node_name: str, pod: Pod) -> None:
+        """Pods do not matter here."""
+
+
+class DiscardReservedCache(PassthroughCache):
+    """``discardreserved``: the last published report, but a node with a reservation in flight
+    (Reserve seen, neither Unreserve nor PostBind yet) is refused."""
+
+    strategy = STRATEGY_DISCARD_RESERVED
+
+    def __init__(self, **options: Any):
+        """See :meth:`NRTCache.__init__`."""
+        super().__init__(**options)
+        # node -> reservation keys in flight.
+        self._reservations: dict[str, set[str]] = {}
+
+    def node_view(self, node_name: str) -> NodeView:
+        """Not fresh while the node has a reservation in flight, else the last report."""
+        if self._reservations.get(node_name):
+            return NodeView(None, fresh=False)
+        return NodeView(self._reports.get(node_name))
+
+    def reserve(self, node_name: str, pod: Pod) -> None:
+        """Record the pod's reservation in flight on the node."""
+        self._reservations.setdefault(node_name, set()).add(_reservation_key(pod))
+
+    def unreserve(self, node_name: str, pod: Pod) -> None:
+        """End the pod's reservation (nothing happens if it had none)."""
+        self._reservations.get(node_name, set()).discard(_reservation_key(pod))
+
+    def post_bind(self, node_name: str, pod: Pod) -> None:
+        """The pod is bound: its reservation ends."""
+        self._reservations.get(node_name, set()).discard(_reservation_key(pod))
+
+    def reservations(self, node_name: str) -> tuple[str, ...]:
+        """The reservations in flight on the node, sorted."""
+        return tuple(sorted(self._reservations.get(node_name, ())))
+
+
+class OverReserveCache(NRTCache):
+    """``overreserve``: a private store of reports that changes only when a node is resynced, with
+    the pods reserved since then subtracted from every zone (see the module notes)."""
+
+    strategy = STRATEGY_OVERRESERVE
+
+    def __init__(self, **options: Any):
+        """See :meth:`NRTCache.__init__`; the resync period must be > 0 (InputError)."""
+        super().__init__(**options)
+        if self.resync_period <= 0:
+            raise InputError("the overreserve cache needs a resync period > 0",
+                             field="cacheResyncPeriodSeconds", source="NRTCache")
+        self._next_resync = self._now
+        self._generation = 0
+        self._store: dict[str, NodeResourceTopology] = {}
+        self._store_resources: dict[str, frozenset[str]] = {}
+        self._assumed: dict[str, dict[str, dict[str, int]]] = {}
+        self._discarded: dict[str, int] = {}
+        self._foreign: dict[str, int] = {}
+        self._config_changed: dict[str, int] = {}
+        self._watched_conf: dict[str, TopologyManagerConfig] = {}
+        self._pods: dict[str, dict[str, tuple[Pod, str]]] = {}
+        self._views: dict[str, NodeResourceTopology] = {}
+        for nrt in self._reports.values():
+            self._store[nrt.name] = nrt
+            self._store_resources[nrt.name] = _resource_names(nrt)
+            if self.resync_scope == "All":
+                self._watched_conf[nrt.name] = topology_manager_config(nrt)
+
+    # ---- time and reports -----------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """How many resyncs changed the store."""
+        return self._generation
+
+    @property
+    def next_resync_at(self) -> float | None:
+        """When the next periodic resync falls due."""
+        return self._next_resync
+
+    def _resync_due(self, now: float) -> tuple[str, ...]:
+        if now < self._next_resync:
+            return ()
+        periods = math.floor((now - self._next_resync) / self.resync_period) + 1
+        self._next_resync += periods * self.resync_period
+        return self.resync()
+
+    # ---- what the plugin sees -------------------------------------------------------------
+
+    def node_view(self, node_name: str) -> NodeView:
+        """The stored report less the assumed pods; not fresh while the node has foreign pods."""
+        if node_name in self._foreign:
+            return NodeView(None, fresh=False, generation=self._generation)
+        stored = self._store.get(node_name)
+        if stored is None or not self._assumed.get(node_name):
+            return NodeView(stored, generation=self._generation)
+        view = self._views.get(node_name)
+        if view is None:
+            totals: dict[str, int] = {}
+            for request in self._assumed[node_name].values():
+                for resource, quantity in request.items():
+                    totals[resource] = totals.get(resource, 0) + quantity
+            view = self._views[node_name] = _subtract_everywhere(stored, totals)
+        return NodeView(view, generation=self._generation)
+
+    # ---- the scheduling cycle ---------------------------------------------------------------
+
+    def update_report(self, nrt: NodeResourceTopology, now: float) -> None:
+        """Keep ``nrt`` as the node's candidate for its next resync (see :meth:`NRTCache.update_report`)."""
+        super().update_report(nrt, now)
+        if self.resync_scope != "All":
             return
+        conf = topology_manager_config(nrt)
+        if self._watched_conf.get(nrt.name) != conf:
+            self._watched_conf[nrt.name] = conf
+            self._config_changed[nrt.name] = self._config_changed.get(nrt.name, 0) + 1
+
+    def mark_discarded(self, node_name: str) -> None:
+        """Mark the node dirty: a candidate for the next resync."""
+        self._discarded[node_name] = self._discarded.get(node_name, 0) + 1
+
+    def reserve(self, node_name: str, pod: Pod) -> None:
+        """Assume the pod's request on the node, if the node has a stored report."""
+        if node_name in self._store:
+            self._assumed.setdefault(node_name, {})[pod.key] = upstream_effective_request(pod)
+            self._views.pop(node_name, None)
+
+    def unreserve(self, node_name: str, pod: Pod) -> None:
+        """Stop assuming the pod on the node (nothing happens if it was not assumed)."""
+        if pod.key in self._assumed.get(node_name, {}):
+            del self._assumed[node_name][pod.key]
+            self._views.pop(node_name, None)
+
+    def post_bind(self, node_name: str, pod: Pod) -> None:
+        """Nothing: the pod stays assumed until the node is flushed."""
+
+    def assumed_pods(self, node_name: str) -> tuple[str, ...]:
+        """The ``namespace/name`` of the pods assumed on the node, sorted."""
+        return tuple(sorted(self._assumed.get(node_name, {})))
+
+    # ---- the pods informer --------------------------------------------------------------------
+
+    def track_pod_on_node(self, node_name: str, pod: Pod, *, phase: str = "Running") -> None:
+        """Keep the pod for the node's fingerprint; a foreign pod marks the node (see the base)."""
+        _choice(phase, POD_PHASES, "phase")
         self._pods.setdefault(node_name, {})[pod.key] = (pod, phase)
         self._foreign_pod(node_name, pod)
 
     def untrack_pod(self, node_name: str, pod: Pod) -> None:
-        """The pod informer saw ``pod`` deleted from ``node_name``; a foreign pod leaving marks the
-        node too, as upstream's delete handler does."""
-        if self.strategy != STRATEGY_OVERRESERVE:
-            return
+        """Forget the pod; a foreign pod leaving marks the node too."""
         self._pods.get(node_name, {}).pop(pod.key, None)
         self._foreign_pod(node_name, pod)
 
@@ -481,15 +645,15 @@ class NRTCache:
     # ---- resync ---------------------------------------------------------------------------------
 
     def dirty_nodes(self) -> tuple[str, ...]:
-        """Nodes overreserve would try to resync by fingerprint: discarded or with foreign pods, sorted."""
+        """Nodes discarded or with foreign pods, sorted."""
         return tuple(sorted(set(self._discarded) | set(self._foreign)))
 
     def config_changed_nodes(self) -> tuple[str, ...]:
-        """Nodes overreserve will flush at the next resync whatever their fingerprint, sorted."""
+        """Nodes to flush at the next resync whatever their fingerprint, sorted."""
         return tuple(sorted(self._config_changed))
 
     def has_foreign_pods(self, node_name: str) -> bool:
-        """Whether overreserve refuses the node for foreign pods until its next flush."""
+        """Whether the node is refused for foreign pods until its next flush."""
         return node_name in self._foreign
 
     def resync(self) -> tuple[str, ...]:
@@ -500,8 +664,6 @@ class NRTCache:
         missing report or fingerprint, a malformed or other-version fingerprint, or a mismatch
         leaves it dirty. A config-changed node is flushed with its latest report.
         """
-        if self.strategy != STRATEGY_OVERRESERVE:
-            return ()
         dirty = set(self._discarded) | set(self._foreign)
         changed = set(self._config_changed)
         updates: dict[str, NodeResourceTopology] = {}
@@ -531,6 +693,11 @@ class NRTCache:
             if not only_exclusive or are_exclusive_for_pod(pod, names)
         ]
         return check_fingerprint(pods, expected) is FingerprintCheck.MATCH
+
+
+_STRATEGY_CLASSES: dict[str, type[NRTCache]] = {
+    cls.strategy: cls for cls in (PassthroughCache, OverReserveCache, DiscardReservedCache)
+}
 
 
 def _reservation_key(pod: Pod) -> str:
