@@ -64,6 +64,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.plugins.row_memo import RowMemo
 from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
@@ -524,6 +525,39 @@ def _required_cpus(policy: str, available: CPUSet, machine: Machine) -> CPUSet:
     return CPUSet.from_mask(mask)
 
 
+def _required_masks(free: int, machine: Machine) -> tuple[int, int]:
+    """:func:`_required_cpus` of a free-CPU mask under FullPCPUs and under SpreadByPCPUs, as masks."""
+    topo = _topology(machine)
+    full = spread = 0
+    for core in _core_masks(machine):
+        cpus = free & core
+        if cpus:
+            spread |= cpus & -cpus
+            if cpus.bit_count() == topo.cpus_per_core:
+                full |= cpus
+    return full, spread
+
+
+_CORE_MASKS: weakref.WeakKeyDictionary[Machine, tuple[list[int], list[int]]] = weakref.WeakKeyDictionary()
+
+
+def _core_masks(machine: Machine) -> list[int]:
+    """Each core's CPUs as a mask (cores as :func:`_topology` groups CPUs)."""
+    known = _CORE_MASKS.get(machine)
+    if known is None:
+        by_core: dict[int, int] = {}
+        for cpu, core in _topology(machine).core.items():
+            by_core[core] = by_core.get(core, 0) | 1 << cpu
+        known = _CORE_MASKS[machine] = (list(by_core.values()), [n.cpus.mask for n in machine.numa_nodes])
+    return known[0]
+
+
+def _numa_masks(machine: Machine) -> list[int]:
+    """Each NUMA node's CPUs as a mask."""
+    _core_masks(machine)
+    return _CORE_MASKS[machine][1]
+
+
 def _honours_bind(policy: str, cpus: CPUSet, machine: Machine) -> bool:
     """FullPCPUs: every SMT sibling of every CPU is in the set; SpreadByPCPUs: no two CPUs share a core."""
     if policy == FULL_PCPUS:
@@ -632,6 +666,19 @@ class _NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class _NodeFacts:
+    """What the node-level checks read of a node: nodes with equal facts get equal verdicts for a pod."""
+
+    has_model: bool
+    info: _NodeInfo | None = None
+    cpu_none: bool = False
+    per_core: int = 0
+    node_policy: NodePolicy | None = None
+    policy_error: str = ""  # why the node's NUMA policy cannot be read (node_policy is None)
+    scope: str = "container"
+
+
+@dataclass(frozen=True, slots=True)
 class _Verdict:
     """A node's verdict for a pod, with the policy that applies there when it passes."""
 
@@ -672,6 +719,7 @@ class CPUOrchestration:
                              field=f"{self.name}.args.numaAllocateStrategy")
         self._infos: dict[str, tuple[Any, Any, Any, _NodeInfo]] = {}
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
+        self._memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
 
     # ---- the pod
 
@@ -733,46 +781,63 @@ class CPUOrchestration:
             flags = self._flags[cluster] = FlaggedNodes(cluster, forcing)
         return flags
 
+    def _facts(self, node: NodeRecord) -> _NodeFacts:
+        """What the node-level checks read of ``node``."""
+        model = node.model
+        if model is None:
+            return _NodeFacts(False, scope=node.scope)
+        info = self._node_info(node)
+        per_core = _topology(model.machine).cpus_per_core
+        try:
+            node_policy = node_topology_policy(node.nrt, node.spec.labels, node_name=node.name) if node.nrt is not None \
+                else NodePolicy(node.policy, node.scope, "kubelet")
+            error = ""
+        except InputError as err:
+            node_policy, error = None, str(err)
+        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope)
+
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
         request = self._request(state, pod)
         if request.refusal is not None:
             return _Verdict(request.refusal)
-        intent = request.intent
-        if not request.needs or intent is None:
+        if not request.needs or request.intent is None:
             return _Verdict(Status.success())
-        if node.model is None:
+        return self._judge(request, self._facts(node))
+
+    def _judge(self, request: _Request, facts: _NodeFacts) -> _Verdict:
+        """:meth:`_verdict` for a pod that needs exclusive CPUs, from the node's facts alone."""
+        intent = request.intent
+        assert intent is not None
+        if not facts.has_model:
             if intent.cpu_bind_required:
                 reason = (f"{REASON_INVALID_TOPOLOGY}: the node has no topology data to bind the pod's CPUs "
                           f"as {intent.cpu_bind_policy} requires")
                 return _Verdict(Status.unresolvable(reason, plugin=self.name))
             return _Verdict(Status.success())
-        info = self._node_info(node)
+        info = facts.info
+        assert info is not None
         if info.error:
             return _Verdict(Status.unresolvable(info.error, plugin=self.name))
         policy, required, refusal = resolve_cpu_bind_policy(intent, info.forced, self.default_policy if info.agent else "")
         if refusal is not None:
             return _Verdict(refusal.with_plugin(self.name))
-        if not policy and not (info.agent and node.model.cpu is None):
+        if not policy and not (info.agent and facts.cpu_none):
             return _Verdict(Status.success())  # the kubelet's replica decides the CPUs, and nothing constrains them
-        machine = node.model.machine
-        per_core = _topology(machine).cpus_per_core
+        per_core = facts.per_core
         if policy == FULL_PCPUS and required and per_core:
             for name, count, _ in request.containers:
                 if count % per_core:
                     reason = (f"{REASON_SMT_ALIGNMENT}: container {name} asks for {count} CPUs under FullPCPUs, "
                               f"cores have {per_core} threads")
                     return _Verdict(Status.unresolvable(reason, plugin=self.name))
-        if not info.agent and required and node.model.cpu is None:
+        if not info.agent and required and facts.cpu_none:
             reason = (f"the pod requires {policy} but the node's kubelet gives no exclusive CPUs (CPU manager "
                       f"policy none) and {CPU_ENFORCEMENT} is not '{ENFORCEMENT_AGENT}'")
             return _Verdict(Status.unresolvable(reason, plugin=self.name))
-        try:
-            node_policy = node_topology_policy(node.nrt, node.spec.labels, node_name=node.name) if node.nrt is not None \
-                else NodePolicy(node.policy, node.scope, "kubelet")
-        except InputError as err:
-            return _Verdict(Status.unresolvable(str(err), plugin=self.name))
-        numa_policy, mismatch = effective_policy(intent, node_policy)
+        if facts.node_policy is None:
+            return _Verdict(Status.unresolvable(facts.policy_error, plugin=self.name))
+        numa_policy, mismatch = effective_policy(intent, facts.node_policy)
         if mismatch is not None:
             return _Verdict(mismatch.with_plugin(self.name))
         return _Verdict(Status.success(), policy, required, info.agent, numa_policy)
@@ -833,11 +898,61 @@ class CPUOrchestration:
         intent = request.intent
         assert intent is not None
         if intent.cpu_bind_policy or self.default_policy:
-            positions = np.arange(len(rows))
-        else:
-            positions = self._flagged(table.cluster).positions(table, rows)
+            return self._filter_every_row(request, table, rows)
+        positions = self._flagged(table.cluster).positions(table, rows)
         reasons = filter_rows(self, state, pod, table, rows, positions, ok)
         return ok, self._reason(reasons)
+
+    def _filter_every_row(self, request: _Request, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        """:meth:`filter` on every row as array arithmetic: one verdict per class of nodes, and the free-CPU
+        counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
+        memo = self._memos.get(table)
+        if memo is None:
+            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 4)
+        memo.update(table)
+        cls, counts = memo.cls[rows], memo.values[rows]
+        ok = np.ones(len(rows), dtype=bool)
+        reasons: set[str] = set()
+        for ident in np.unique(cls).tolist():
+            if ident < 0:
+                continue  # a gone node: the per-node filter passes it
+            facts = memo.keys[ident]
+            verdict = self._judge(request, facts)  # type: ignore[arg-type]
+            at = np.flatnonzero(cls == ident)
+            if not verdict.status.is_success:
+                ok[at] = False
+                reasons.add(verdict.status.message)
+                continue
+            if not verdict.required:
+                continue
+            unit = _UNIT[verdict.policy]
+            column = 0 if verdict.policy == FULL_PCPUS else 2
+            total, best = counts[at, column], counts[at, column + 1]
+            short = total < request.peak
+            for have in np.unique(total[short]).tolist():
+                reasons.add(f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {have}")
+            ok[at[short]] = False
+            if verdict.numa_policy == "single-numa-node":
+                want = request.peak if facts.scope == "pod" else max(count for _, count, _ in request.containers)  # type: ignore[attr-defined]
+                narrow = ~short & (best < want)
+                for have in np.unique(best[narrow]).tolist():
+                    reasons.add(f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
+                                f"the best NUMA node has {have}")
+                ok[at[narrow]] = False
+        return ok, self._reason(reasons)
+
+    def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int]:
+        """The CPUs a required FullPCPUs and SpreadByPCPUs pod may use on ``node`` (as :meth:`filter` counts
+        them): in all, and on the best NUMA node; zeros for a node without a replica."""
+        model = node.model
+        if model is None:
+            return 0, 0, 0, 0
+        machine = model.machine
+        free, _ = self._free(node)
+        full, spread = _required_masks(free.mask, machine)
+        numa_masks = _numa_masks(machine)
+        return (full.bit_count(), max((full & m).bit_count() for m in numa_masks) if numa_masks else 0,
+                spread.bit_count(), max((spread & m).bit_count() for m in numa_masks) if numa_masks else 0)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
