@@ -25,13 +25,15 @@ Scores are 0..100 (``MAX_NODE_SCORE``) before the profile's weight is applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from toposched.errors import InputError
 
-__all__ = ["MAX_NODE_SCORE", "PLACEMENT_OVERRIDE_KEY", "CycleState", "Profile", "Registry", "registry"]
+__all__ = ["MAX_NODE_SCORE", "PLACEMENT_OVERRIDE_KEY", "CycleState", "Profile", "Registry", "RowReasons", "registry"]
 
 MAX_NODE_SCORE = 100
 
@@ -39,6 +41,25 @@ MAX_NODE_SCORE = 100
 # (the cpuset or device ids an agent enforces instead of the kubelet). Later confirm hooks are
 # given it instead of the replica's, and the scheduler applies it to the ledger before Reserve.
 PLACEMENT_OVERRIDE_KEY = "placement-override"
+
+
+@dataclass(frozen=True)
+class RowReasons(Sequence[str]):
+    """A batch filter's reason per row, as codes into a few texts: row ``i`` reads ``texts[codes[i]]``.
+
+    A sequence of the texts, row by row; the scheduler maps the codes without a Python loop over rows.
+    """
+
+    codes: np.ndarray
+    texts: Sequence[str]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.texts[c] for c in self.codes[i].tolist()]
+        return self.texts[int(self.codes[i])]
 
 
 class CycleState(dict):

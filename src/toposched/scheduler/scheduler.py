@@ -27,7 +27,7 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.scheduler.cluster import Cluster
-from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, Profile
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, Profile, RowReasons
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.status import Code, Status
 from toposched.scheduler.table import NodeTable
@@ -308,6 +308,9 @@ class Scheduler:
                 refused = ~mask
                 if isinstance(reason, str):
                     verdict[pending[refused]] = self._reason_index(reason)
+                elif isinstance(reason, RowReasons):
+                    lut = np.array([self._reason_index(t) for t in reason.texts], dtype=np.int64)
+                    verdict[pending[refused]] = lut[reason.codes[refused]]
                 else:  # one reason per row
                     verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
                 pending = pending[mask]

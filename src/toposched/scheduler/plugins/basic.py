@@ -16,7 +16,7 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.scheduler.cluster import NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, registry
 from toposched.scheduler.nodes import untolerated_taint
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
@@ -192,11 +192,12 @@ class NodeResourcesFit:
         # Per row, the resources it is short of (as the per-node filter names them): one bit each.
         names = list(requests)
         pattern = (~fits[:, 1:]).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
-        texts = {}
-        for bits in np.unique(pattern[~ok]):
+        patterns, codes = np.unique(np.where(ok, -1, pattern), return_inverse=True)
+        texts = []
+        for bits in patterns.tolist():
             short = sorted(name for j, name in enumerate(names) if bits >> j & 1)
-            texts[int(bits)] = "Insufficient " + ", ".join(short) if short else "Too many pods"
-        return ok, [texts.get(int(bits), "") for bits in pattern]
+            texts.append("" if bits < 0 else "Insufficient " + ", ".join(short) if short else "Too many pods")
+        return ok, RowReasons(codes.reshape(-1), texts)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
