@@ -138,7 +138,7 @@ class Profile:
         return any(getattr(p, "exact_placement", False) for p in self.filters)
 
     @classmethod
-    def from_config(cls, config: Any, reg: "Registry | None" = None) -> "Profile":
+    def from_config(cls, config: Any, reg: Registry | None = None) -> Profile:
         """A profile from a :class:`~toposched.scheduler.profiles.ProfileConfig`: its filters, weighted scores and args."""
         reg = reg or registry
         args = {name: config.args(name) for name in config.plugin_args}
@@ -156,7 +156,7 @@ class Profile:
 
     @classmethod
     def build(cls, name: str, *, filters: list[str], scores: list[tuple[str, int]],
-              args: Mapping[str, Any] | None = None, reg: "Registry | None" = None) -> "Profile":
+              args: Mapping[str, Any] | None = None, reg: Registry | None = None) -> Profile:
         """Instantiate the named plugins once each; a plugin listed at several points is one object."""
         args = args or {}
         reg = reg or registry
