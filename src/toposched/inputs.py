@@ -42,7 +42,6 @@ __all__ = [
     "check_dns_label",
     "check_dns_subdomain",
     "check_finite",
-    "check_yaml_aliases",
     "check_int_range",
     "check_number_range",
     "decode_documents",
@@ -163,7 +162,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     """PyYAML's safe loader (libyaml's when PyYAML has it: ten times faster on big files)."""
 
 
-def _check_tree(root: Node, budget: int, *, keys: bool = True) -> None:
+def _check_tree(root: Node, budget: int) -> None:
     """Refuse repeated mapping keys, self-referring aliases and alias expansion past ``budget`` nodes.
 
     ``size`` of a node is how many nodes it stands for when expanded; aliases share the node
@@ -197,7 +196,7 @@ def _check_tree(root: Node, budget: int, *, keys: bool = True) -> None:
         open_nodes.add(key)
         unique += 1
         stack.append((node, True))
-        if isinstance(node, MappingNode) and keys:
+        if isinstance(node, MappingNode):
             seen: set[tuple[str, str]] = set()
             for k, _ in node.value:
                 if isinstance(k, ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
@@ -217,22 +216,6 @@ def _check_tree(root: Node, budget: int, *, keys: bool = True) -> None:
                 raise InputError("a YAML alias refers to a node that contains it")
             if id(child) not in sizes:
                 stack.append((child, False))
-
-
-def check_yaml_aliases(text: str, *, alias_budget: int = MAX_ALIAS_EXPANSION) -> None:
-    """Refuse a YAML stream whose aliases expand past the budget or refer to themselves (InputError).
-
-    For readers that keep a loader of their own: call this first. Syntax errors propagate as
-    PyYAML raises them.
-    """
-    loader = _Loader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None:
-                _check_tree(node, alias_budget, keys=False)
-    finally:
-        loader.dispose()
 
 
 def load_yaml_documents(text: str, source: str, *, alias_budget: int = MAX_ALIAS_EXPANSION) -> list[Any]:

@@ -501,7 +501,7 @@ def test_confirm_leaves_the_replicas_cpusets_alone_when_they_honour_the_policy()
 def test_bad_arguments_are_refused_by_name():
     for args, field in [({"defaultCPUBindPolicy": "Full"}, "CPUOrchestration.args.defaultCPUBindPolicy"),
                         ({"numaAllocateStrategy": "Packed"}, "CPUOrchestration.args.numaAllocateStrategy"),
-                        ({"bogus": 1}, "CPUOrchestration.args")]:
+                        ({"bogus": 1}, "CPUOrchestration.args.bogus")]:
         with pytest.raises(InputError) as err:
             CPUOrchestration(args)
         assert err.value.field == field

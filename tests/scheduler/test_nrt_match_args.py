@@ -116,7 +116,7 @@ BAD_ARGS = [
     ("weight as text", {"scoringStrategy": {"type": MOST_ALLOCATED, "resources": [{"name": "cpu", "weight": "2"}]}},
      "scoringStrategy.resources[0].weight", "expected an integer"),
     ("weight beyond int64", {"scoringStrategy": {"type": MOST_ALLOCATED, "resources": [
-        {"name": "cpu", "weight": 2**63}]}}, "scoringStrategy.resources[0].weight", "64-bit"),
+        {"name": "cpu", "weight": 2**63}]}}, "scoringStrategy.resources[0].weight", "does not fit"),
     ("resources not a list", {"scoringStrategy": {"type": MOST_ALLOCATED, "resources": {"cpu": 1}}},
      "scoringStrategy.resources", "expected a list"),
     ("resource name not text", {"scoringStrategy": {"type": MOST_ALLOCATED, "resources": [{"name": 5}]}},

@@ -25,16 +25,21 @@ from hypothesis import strategies as st
 from toposched.errors import InputError
 from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs, ResourceSpec
 from toposched.scheduler.nrt_match_args import ScoringStrategy as NRTScoringStrategy
+from toposched.scheduler.plugin_args import (
+    CPUOrchestrationArgs,
+    FitScoringStrategy,
+    GPUShareArgs,
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs,
+    ScarcityScoreArgs,
+    UtilizationShapePoint,
+)
 from toposched.scheduler.profiles import (
     BUILTIN_PROFILES,
     EXTENSION_POINTS,
-    FitScoringStrategy,
-    NodeResourcesBalancedAllocationArgs,
-    NodeResourcesFitArgs,
     PluginRef,
     ProfileConfig,
     SchedulerConfig,
-    UtilizationShapePoint,
     builtin_profile,
     load_scheduler_config,
     merge_plugin_set,
@@ -1206,14 +1211,14 @@ def test_balanced_allocation_args_defaults():
             "profiles[0].schedulerName",
             "expected a string",
         ),
-        ("apiVersion: v1\nkind: [unclosed\n", None, "not valid YAML"),
+        ("apiVersion: v1\nkind: [unclosed\n", None, "invalid YAML"),
         (
             (
                 "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n"
                 "    score: {}\n    score: {}\n"
             ),
             None,
-            'key "score" appears twice in one object (line 6, column 5)',
+            "key 'score' repeats in a mapping (line 6)",
         ),
     ],
 )
@@ -1281,7 +1286,11 @@ def test_builtin_toposched_profile_has_exactly_its_plugins():
     assert profile.args("NodeResourcesFit") == NodeResourcesFitArgs(
         scoring_strategy=FitScoringStrategy("MostAllocated", weights(("cpu", 1), ("memory", 1)))
     )
-    assert set(profile.plugin_args) == {"NodeResourcesFit"}
+    # The plugins with typed args get them defaulted, as upstream appends default args.
+    assert set(profile.plugin_args) == {"NodeResourcesFit", "CPUOrchestration", "GPUShare", "ScarcityScore"}
+    assert profile.args("CPUOrchestration") == CPUOrchestrationArgs()
+    assert profile.args("GPUShare") == GPUShareArgs()
+    assert profile.args("ScarcityScore") == ScarcityScoreArgs()
 
 
 def test_builtin_nrt_match_profile_has_exactly_its_plugins():

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toposched.decoding import boolean, check_fields, expect_list, expect_mapping, integer, one_of, string
 from toposched.errors import InputError
 
 __all__ = [
@@ -59,7 +60,6 @@ _RESYNC_METHODS = ("Autodetect", "All", "OnlyExclusiveResources")
 _INFORMER_MODES = ("Shared", "Dedicated")
 _RESYNC_SCOPES = ("All", "OnlyResources")
 _PREEMPTION_MODES = ("Disabled", "Enabled")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _DEFAULT_WEIGHT = 1
 
 
@@ -131,55 +131,17 @@ class NodeResourceTopologyMatchArgs:
             raise err.with_source(source or "NodeResourceTopologyMatchArgs") from None
 
 
-def _fail(message: str, path: str) -> InputError:
-    return InputError(message, field=path)
-
-
-def _check_fields(obj: Mapping[str, Any], known: tuple[str, ...], path: str) -> None:
-    for key in obj:
-        if key not in known:
-            where = f"{path}.{key}" if path else str(key)
-            raise _fail(f'unknown field "{key}"', where)
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected an object, got {type(value).__name__}", path)
-    return value
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(f"expected a string, got {type(value).__name__} {value!r}", path)
-    return value
-
-
-def _int64(value: Any, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"expected an integer, got {type(value).__name__} {value!r}", path)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _fail(f"{value} does not fit a 64-bit integer", path)
-    return value
-
-
-def _enum(value: Any, allowed: tuple[str, ...], path: str, what: str) -> str:
-    text = _string(value, path)
-    if text not in allowed:
-        raise _fail(f'Invalid value: "{text}": invalid {what} (one of {", ".join(allowed)})', path)
-    return text
-
-
 def _decode(obj: Mapping[str, Any] | None) -> NodeResourceTopologyMatchArgs:
     if obj is None:
         return NodeResourceTopologyMatchArgs()
-    obj = _mapping(obj, "args")
+    obj = expect_mapping(obj, "args")
     if "args" in obj and "scoringStrategy" not in obj:
-        _check_fields(obj, ("name", "args"), "")
+        check_fields(obj, ("name", "args"), "")
         name = obj.get("name")
         if name != PLUGIN_NAME:
-            raise _fail(f"the pluginConfig entry is for {name!r}, not {PLUGIN_NAME}", "name")
+            raise InputError(f"the pluginConfig entry is for {name!r}, not {PLUGIN_NAME}", field="name")
         return _decode(obj["args"])
-    _check_fields(
+    check_fields(
         obj,
         (
             "apiVersion",
@@ -193,48 +155,43 @@ def _decode(obj: Mapping[str, Any] | None) -> NodeResourceTopologyMatchArgs:
         "",
     )
     if obj.get("apiVersion") is not None and obj["apiVersion"] != API_VERSION:
-        raise _fail(f"apiVersion {obj['apiVersion']!r} is not {API_VERSION}", "apiVersion")
+        raise InputError(f"apiVersion {obj['apiVersion']!r} is not {API_VERSION}", field="apiVersion")
     if obj.get("kind") is not None and obj["kind"] != KIND:
-        raise _fail(f"kind {obj['kind']!r} is not {KIND}", "kind")
+        raise InputError(f"kind {obj['kind']!r} is not {KIND}", field="kind")
 
     strategy = ScoringStrategy()
     if obj.get("scoringStrategy") is not None:
-        strategy = _scoring_strategy(_mapping(obj["scoringStrategy"], "scoringStrategy"))
+        strategy = _scoring_strategy(expect_mapping(obj["scoringStrategy"], "scoringStrategy"))
     period = 0
     if obj.get("cacheResyncPeriodSeconds") is not None:
-        period = _int64(obj["cacheResyncPeriodSeconds"], "cacheResyncPeriodSeconds")
-    discard = obj.get("discardReservedNodes", False)
-    if discard is None:
-        discard = False
-    if not isinstance(discard, bool):
-        raise _fail(f"expected true or false, got {discard!r}", "discardReservedNodes")
+        period = integer(obj["cacheResyncPeriodSeconds"], "cacheResyncPeriodSeconds")
+    discard = obj.get("discardReservedNodes")
+    discard = False if discard is None else boolean(discard, "discardReservedNodes")
     cache = NodeResourceTopologyCache()
     if obj.get("cache") is not None:
-        cache = _cache(_mapping(obj["cache"], "cache"))
+        cache = _cache(expect_mapping(obj["cache"], "cache"))
     preemption = "Disabled"
     if obj.get("preemptionMode") is not None:
-        preemption = _enum(obj["preemptionMode"], _PREEMPTION_MODES, "preemptionMode", "PreemptionMode")
+        preemption = one_of(obj["preemptionMode"], _PREEMPTION_MODES, "preemptionMode", "PreemptionMode")
     return NodeResourceTopologyMatchArgs(strategy, period, discard, cache, preemption)
 
 
 def _scoring_strategy(obj: Mapping[str, Any]) -> ScoringStrategy:
-    _check_fields(obj, ("type", "resources"), "scoringStrategy")
+    check_fields(obj, ("type", "resources"), "scoringStrategy")
     # A scoringStrategy given without a type keeps the empty type, which validation refuses.
     kind = obj.get("type") or ""
-    kind = _string(kind, "scoringStrategy.type")
+    kind = string(kind, "scoringStrategy.type")
     if kind not in SCORING_STRATEGY_TYPES:
-        raise _fail(f'Invalid value: "{kind}": invalid ScoringStrategyType', "scoringStrategy.type")
+        raise InputError(f'Invalid value: "{kind}": invalid ScoringStrategyType', field="scoringStrategy.type")
     resources = []
     raw = obj.get("resources")
-    if raw is not None and not isinstance(raw, list):
-        raise _fail(f"expected a list, got {type(raw).__name__}", "scoringStrategy.resources")
-    for i, item in enumerate(raw or []):
+    for i, item in enumerate(expect_list(raw, "scoringStrategy.resources") if raw is not None else []):
         path = f"scoringStrategy.resources[{i}]"
-        item = _mapping(item, path)
-        _check_fields(item, ("name", "weight"), path)
-        name = _string(item.get("name", ""), f"{path}.name")
+        item = expect_mapping(item, path)
+        check_fields(item, ("name", "weight"), path)
+        name = string(item.get("name", ""), f"{path}.name")
         weight = item.get("weight")
-        weight = _int64(weight, f"{path}.weight") if weight is not None else 0
+        weight = integer(weight, f"{path}.weight") if weight is not None else 0
         # Upstream defaults a zero weight to 1 and lets negative weights through; scoring then
         # treats any weight below 1 as 1.
         resources.append(ResourceSpec(name, weight or _DEFAULT_WEIGHT))
@@ -248,12 +205,12 @@ def _cache(obj: Mapping[str, Any]) -> NodeResourceTopologyCache:
         ("informerMode", _INFORMER_MODES, "CacheInformerMode"),
         ("resyncScope", _RESYNC_SCOPES, "CacheResyncScope"),
     )
-    _check_fields(obj, tuple(name for name, _, _ in fields), "cache")
+    check_fields(obj, tuple(name for name, _, _ in fields), "cache")
     defaults = NodeResourceTopologyCache()
     values = []
     for (name, allowed, what), default in zip(
         fields, (defaults.foreign_pods_detect, defaults.resync_method, defaults.informer_mode, defaults.resync_scope)
     ):
         raw = obj.get(name)
-        values.append(default if raw is None else _enum(raw, allowed, f"cache.{name}", what))
+        values.append(default if raw is None else one_of(raw, allowed, f"cache.{name}", what))
     return NodeResourceTopologyCache(*values)

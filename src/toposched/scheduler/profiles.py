@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,33 +25,35 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from toposched.decoding import (
+    INT32_MAX,
+    INT32_MIN,
+    check_fields,
+    expect_list,
+    expect_mapping,
+    integer,
+    invalid,
+    join,
+    kind_of,
+    string,
+)
 from toposched.errors import InputError
-from toposched.inputs import check_yaml_aliases, read_file_bytes
-from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs, ResourceSpec
+from toposched.inputs import decode_documents, read_file_bytes
+from toposched.scheduler.plugin_args import DEFAULT_ARGS_PARSERS
 
 __all__ = [
     "API_VERSION",
     "BUILTIN_PROFILES",
-    "DEFAULT_ARGS_PARSERS",
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINTS",
     "KIND",
-    "LEAST_ALLOCATED",
-    "MOST_ALLOCATED",
     "MULTI_POINT",
     "REMOVED_PLUGINS",
-    "REQUESTED_TO_CAPACITY_RATIO",
     "UNMODELLED_POINTS",
     "UPSTREAM_DEFAULT_PLUGINS",
-    "FitScoringStrategy",
-    "NodeResourcesBalancedAllocationArgs",
-    "NodeResourcesFitArgs",
     "PluginRef",
     "ProfileConfig",
     "SchedulerConfig",
-    "UtilizationShapePoint",
     "builtin_profile",
     "load_scheduler_config",
     "merge_plugin_set",
@@ -121,8 +122,6 @@ _UPSTREAM_DEFAULT_NAMES = frozenset(ref.name for ref in UPSTREAM_DEFAULT_PLUGINS
 #: Plugins kube-scheduler refuses in a v1 file (validation's ``invalidPluginsByVersion``).
 REMOVED_PLUGINS = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
 
-_INT32_MAX = 2**31 - 1
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TEXT_SOURCE = "<KubeSchedulerConfiguration>"
 
 _CONFIG_FIELDS = (
@@ -214,343 +213,6 @@ class SchedulerConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# Small strict decoders (each raises InputError naming the field path)
-
-
-def _fail(message: str, path: str | None) -> InputError:
-    return InputError(message, field=path or None)
-
-
-def _join(path: str, child: str | None) -> str:
-    if not child:
-        return path
-    if not path:
-        return child
-    return f"{path}{child}" if child.startswith("[") else f"{path}.{child}"
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected an object, got {_kind(value)}", path)
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _fail(f"expected a list, got {_kind(value)}", path)
-    return value
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(f"expected a string, got {_kind(value)}", path)
-    return value
-
-
-def _integer(value: Any, path: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"expected an integer, got {_kind(value)}", path)
-    if not low <= value <= high:
-        raise _fail(f"Invalid value: {value}: does not fit in [{low}, {high}]", path)
-    return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"number {value!r}"
-    if isinstance(value, str):
-        return f'string "{value}"'
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
-
-
-def _check_fields(obj: Mapping[str, Any], known: Sequence[str], path: str) -> None:
-    for key in obj:
-        if key not in known:
-            raise _fail(f'unknown field "{key}"', _join(path, str(key)))
-
-
-def _type_meta(obj: Mapping[str, Any], kind: str, path: str) -> None:
-    """Check an args object's optional ``apiVersion``/``kind``."""
-    version = obj.get("apiVersion")
-    if version is not None and version != API_VERSION:
-        raise _fail(f'apiVersion "{version}" is not {API_VERSION}', _join(path, "apiVersion"))
-    given = obj.get("kind")
-    if given is not None and given != kind:
-        raise _fail(f'kind "{given}" is not {kind}', _join(path, "kind"))
-
-
-# --------------------------------------------------------------------------------------------
-# Qualified names (apimachinery's IsQualifiedName / IsDNS1123Subdomain)
-
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME_RULE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
-)
-
-
-def _qualified_name_problems(value: str) -> list[str]:
-    """What is wrong with ``value`` as a label key / qualified name; empty when it is valid."""
-    parts = value.split("/")
-    problems: list[str] = []
-    if len(parts) > 2:
-        return [
-            (
-                f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
-                "(e.g. 'example.com/MyName')"
-            )
-        ]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                problems.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-                problems.append(
-                    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                    "characters, '-' or '.', and must start and end with an alphanumeric character"
-                )
-    if not name:
-        problems.append("name part must be non-empty")
-    elif len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME.fullmatch(name):
-        problems.append(f"name part {_QUALIFIED_NAME_RULE}")
-    return problems
-
-
-# --------------------------------------------------------------------------------------------
-# NodeResourcesFitArgs and NodeResourcesBalancedAllocationArgs (upstream's in-tree arg types)
-
-LEAST_ALLOCATED = "LeastAllocated"
-MOST_ALLOCATED = "MostAllocated"
-REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
-_FIT_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
-_MAX_RESOURCE_WEIGHT = 100
-_MAX_UTILIZATION = 100
-_MAX_CUSTOM_PRIORITY_SCORE = 10
-_DEFAULT_RESOURCES = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
-
-
-@dataclass(frozen=True, slots=True)
-class UtilizationShapePoint:
-    """One point of RequestedToCapacityRatio's piecewise-linear shape: utilization % -> score 0..10."""
-
-    utilization: int
-    score: int
-
-
-@dataclass(frozen=True, slots=True)
-class FitScoringStrategy:
-    """NodeResourcesFit's ``scoringStrategy``.
-
-    ``requested_to_capacity_ratio`` is the shape of ``requestedToCapacityRatio`` (``None`` when
-    that object is absent, ``()`` when it is present without points).
-    """
-
-    type: str = LEAST_ALLOCATED
-    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
-    requested_to_capacity_ratio: tuple[UtilizationShapePoint, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeResourcesFitArgs:
-    """Upstream's ``NodeResourcesFitArgs``, defaulted; ``NodeResourcesFitArgs()`` is upstream's default.
-
-    Constructing one validates it as ``ValidateNodeResourcesFitArgs`` does and raises
-    :class:`InputError` naming the field (relative to the args object) on the first problem.
-    """
-
-    ignored_resources: tuple[str, ...] = ()
-    ignored_resource_groups: tuple[str, ...] = ()
-    scoring_strategy: FitScoringStrategy | None = field(default_factory=FitScoringStrategy)
-
-    def __post_init__(self) -> None:
-        _validate_fit_args(self)
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> NodeResourcesFitArgs:
-        """Decode (strictly), default (``SetDefaults_NodeResourcesFitArgs``) and validate the args object.
-
-        ``None`` gives the defaults: LeastAllocated with cpu and memory weighing 1. A resource
-        weight of 0 or left out becomes 1. Raises :class:`InputError` naming ``source`` and the
-        field.
-        """
-        try:
-            return _decode_fit_args(obj)
-        except InputError as err:
-            raise err.with_source(source or "NodeResourcesFitArgs") from None
-
-
-def _validate_fit_args(args: NodeResourcesFitArgs) -> None:
-    for i, name in enumerate(args.ignored_resources):
-        problems = _qualified_name_problems(name)
-        if problems:
-            raise _fail(f'Invalid value: "{name}": {"; ".join(problems)}', f"ignoredResources[{i}]")
-    for i, group in enumerate(args.ignored_resource_groups):
-        problems = ["resource group name can't contain '/'"] if "/" in group else []
-        problems += _qualified_name_problems(group)
-        if problems:
-            raise _fail(f'Invalid value: "{group}": {"; ".join(problems)}', f"ignoredResourceGroups[{i}]")
-    strategy = args.scoring_strategy
-    if strategy is None:
-        raise _fail("Required value: ScoringStrategy field is required", "scoringStrategy")
-    if strategy.type not in _FIT_STRATEGY_TYPES:
-        supported = ", ".join(f'"{t}"' for t in sorted(_FIT_STRATEGY_TYPES))
-        raise _fail(f'Unsupported value: "{strategy.type}": supported values: {supported}', "scoringStrategy.type")
-    for i, resource in enumerate(strategy.resources):
-        if not 0 < resource.weight <= _MAX_RESOURCE_WEIGHT:
-            raise _fail(
-                f"Invalid value: {resource.weight}: resource weight of {resource.name} not in valid range "
-                f"(0, {_MAX_RESOURCE_WEIGHT}]",
-                f"scoringStrategy.resources[{i}].weight",
-            )
-    ratio_path = "scoringStrategy.requestedToCapacityRatio"
-    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
-        if strategy.requested_to_capacity_ratio is None:
-            raise _fail("Required value: must be specified when type is RequestedToCapacityRatio", ratio_path)
-        _validate_shape(strategy.requested_to_capacity_ratio, f"{ratio_path}.shape")
-    elif strategy.requested_to_capacity_ratio is not None:
-        raise _fail("Forbidden: must be nil when type is not RequestedToCapacityRatio", ratio_path)
-
-
-def _validate_shape(shape: tuple[UtilizationShapePoint, ...], path: str) -> None:
-    """Upstream's ``validateFunctionShape``: at least one point, utilization strictly rising in [0, 100],
-    scores in [0, 10]."""
-    if not shape:
-        raise _fail("Required value: at least one point must be specified", path)
-    for i in range(1, len(shape)):
-        if shape[i - 1].utilization >= shape[i].utilization:
-            raise _fail(
-                f"Invalid value: {shape[i].utilization}: utilization values must be sorted in increasing order",
-                f"{path}[{i}].utilization",
-            )
-    for i, point in enumerate(shape):
-        if not 0 <= point.utilization <= _MAX_UTILIZATION:
-            raise _fail(
-                f"Invalid value: {point.utilization}: not in valid range [0, {_MAX_UTILIZATION}]",
-                f"{path}[{i}].utilization",
-            )
-        if not 0 <= point.score <= _MAX_CUSTOM_PRIORITY_SCORE:
-            raise _fail(
-                f"Invalid value: {point.score}: not in valid range [0, {_MAX_CUSTOM_PRIORITY_SCORE}]",
-                f"{path}[{i}].score",
-            )
-
-
-def _string_list(value: Any, path: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    return tuple(_string(item, f"{path}[{i}]") for i, item in enumerate(_list(value, path)))
-
-
-def _resource_specs(value: Any, path: str) -> tuple[ResourceSpec, ...]:
-    """``resources`` as upstream defaults them: empty means cpu and memory, a weight of 0 means 1."""
-    specs = []
-    for i, item in enumerate(_list(value, path) if value is not None else []):
-        where = f"{path}[{i}]"
-        item = _mapping(item, where)
-        _check_fields(item, ("name", "weight"), where)
-        name = _string(item.get("name", ""), f"{where}.name")
-        weight = item.get("weight")
-        weight = 0 if weight is None else _integer(weight, f"{where}.weight", _INT64_MIN, _INT64_MAX)
-        specs.append(ResourceSpec(name, weight or 1))
-    return tuple(specs) or _DEFAULT_RESOURCES
-
-
-def _decode_fit_args(obj: Mapping[str, Any] | None) -> NodeResourcesFitArgs:
-    if obj is None:
-        return NodeResourcesFitArgs()
-    obj = _mapping(obj, "")
-    _check_fields(obj, ("apiVersion", "kind", "ignoredResources", "ignoredResourceGroups", "scoringStrategy"), "")
-    _type_meta(obj, "NodeResourcesFitArgs", "")
-    ignored = _string_list(obj.get("ignoredResources"), "ignoredResources")
-    groups = _string_list(obj.get("ignoredResourceGroups"), "ignoredResourceGroups")
-    raw = obj.get("scoringStrategy")
-    if raw is None:
-        return NodeResourcesFitArgs(ignored, groups)
-    raw = _mapping(raw, "scoringStrategy")
-    _check_fields(raw, ("type", "resources", "requestedToCapacityRatio"), "scoringStrategy")
-    kind = _string(raw.get("type") or "", "scoringStrategy.type")
-    resources_ = _resource_specs(raw.get("resources"), "scoringStrategy.resources")
-    shape = None
-    ratio = raw.get("requestedToCapacityRatio")
-    if ratio is not None:
-        where = "scoringStrategy.requestedToCapacityRatio"
-        ratio = _mapping(ratio, where)
-        _check_fields(ratio, ("shape",), where)
-        points = []
-        raw_shape = ratio.get("shape")
-        for i, point in enumerate(_list(raw_shape, f"{where}.shape") if raw_shape is not None else []):
-            at = f"{where}.shape[{i}]"
-            point = _mapping(point, at)
-            _check_fields(point, ("utilization", "score"), at)
-            points.append(
-                UtilizationShapePoint(
-                    _integer(point.get("utilization", 0), f"{at}.utilization", -(2**31), _INT32_MAX),
-                    _integer(point.get("score", 0), f"{at}.score", -(2**31), _INT32_MAX),
-                )
-            )
-        shape = tuple(points)
-    return NodeResourcesFitArgs(ignored, groups, FitScoringStrategy(kind, resources_, shape))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeResourcesBalancedAllocationArgs:
-    """Upstream's ``NodeResourcesBalancedAllocationArgs``: the resources balanced, each weighing exactly 1.
-
-    Constructing one validates it as ``ValidateNodeResourcesBalancedAllocationArgs`` does (no
-    resource twice, every weight 1) and raises :class:`InputError` on the first problem.
-    """
-
-    resources: tuple[ResourceSpec, ...] = _DEFAULT_RESOURCES
-
-    def __post_init__(self) -> None:
-        seen: set[str] = set()
-        for i, resource in enumerate(self.resources):
-            if resource.name in seen:
-                raise _fail(f'Duplicate value: "{resource.name}"', f"resources[{i}].name")
-            seen.add(resource.name)
-            if resource.weight != 1:
-                raise _fail(f"Invalid value: {resource.weight}: must be 1", f"resources[{i}].weight")
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None, source: str | None = None) -> NodeResourcesBalancedAllocationArgs:
-        """Decode (strictly), default (empty means cpu and memory, weight 0 means 1) and validate."""
-        try:
-            if obj is None:
-                return cls()
-            obj = _mapping(obj, "")
-            _check_fields(obj, ("apiVersion", "kind", "resources"), "")
-            _type_meta(obj, "NodeResourcesBalancedAllocationArgs", "")
-            return cls(_resource_specs(obj.get("resources"), "resources"))
-        except InputError as err:
-            raise err.with_source(source or "NodeResourcesBalancedAllocationArgs") from None
-
-
-#: The args parsers used unless ``load_scheduler_config`` is given others for the same name.
-DEFAULT_ARGS_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType(
-    {
-        "NodeResourcesFit": NodeResourcesFitArgs.from_dict,
-        "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocationArgs.from_dict,
-        "NodeResourceTopologyMatch": NodeResourceTopologyMatchArgs.from_dict,
-    }
-)
-
-
-# --------------------------------------------------------------------------------------------
 # Plugin sets: upstream's mergePluginSet and expandMultiPointPlugins
 
 
@@ -630,33 +292,6 @@ def _expand(
 # Reading the file
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key repeated in one mapping (kube-scheduler decodes strictly)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            repeated = key in seen
-        except TypeError:
-            repeated = False
-        if repeated:
-            raise yaml.constructor.ConstructorError(
-                None, None, f'key "{key}" appears twice in one object', key_node.start_mark
-            )
-        try:
-            seen.add(key)
-        except TypeError:
-            pass
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _read(path_or_text: str | os.PathLike[str], source: str | None) -> tuple[str, str]:
     """The text and the name errors use: a path object, or a one-line string, names a file."""
     is_path = isinstance(path_or_text, os.PathLike) or (
@@ -679,19 +314,12 @@ def _read(path_or_text: str | os.PathLike[str], source: str | None) -> tuple[str
         raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", source=where) from None
 
 
-def _parse_yaml(text: str) -> Any:
-    try:
-        # Aliases within toposched.inputs' budget only (no "billion laughs"); repeated keys are named below.
-        check_yaml_aliases(text)
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except (RecursionError, ValueError) as err:  # too deep, or an integer longer than Python converts
-        raise InputError(f"not valid YAML: {'nested too deeply' if isinstance(err, RecursionError) else err}") from None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise InputError(f"not valid YAML: {err.problem}{where}") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"not valid YAML: {err}") from None
+def _parse(text: str, where: str) -> Any:
+    """The one document of the file (YAML or JSON, through :mod:`toposched.inputs`), ``None`` if empty."""
+    documents = decode_documents(text, where)
+    if len(documents) > 1:
+        raise InputError(f"a {KIND} file holds one document; this one has {len(documents)}", source=where)
+    return documents[0] if documents else None
 
 
 def _check_registry(known_plugins: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
@@ -730,7 +358,7 @@ def load_scheduler_config(
     parsers = {**DEFAULT_ARGS_PARSERS, **(args_parsers or {})}
     text, where = _read(path_or_text, source)
     try:
-        return _decode_config(_parse_yaml(text), registry, parsers, where)
+        return _decode_config(_parse(text, where), registry, parsers, where)
     except InputError as err:
         raise err.with_source(where) from None
 
@@ -739,35 +367,35 @@ def _decode_config(
     doc: Any, registry: Mapping[str, frozenset[str]], parsers: Mapping[str, Callable[..., Any]], where: str
 ) -> SchedulerConfig:
     if doc is None:
-        raise _fail(f"the document is empty; expected a {KIND}", None)
+        raise invalid(f"the document is empty; expected a {KIND}", None)
     if not isinstance(doc, Mapping):
-        raise _fail(f"expected a {KIND} object, got {_kind(doc)}", None)
+        raise invalid(f"expected a {KIND} object, got {kind_of(doc)}", None)
     if doc.get("apiVersion") != API_VERSION:
         given = doc.get("apiVersion")
         message = "Required value" if given is None else f'"{given}" is not supported'
-        raise _fail(f"{message}: toposched reads {API_VERSION}", "apiVersion")
+        raise invalid(f"{message}: toposched reads {API_VERSION}", "apiVersion")
     if doc.get("kind") != KIND:
         given = doc.get("kind")
         message = "Required value" if given is None else f'"{given}" is not supported'
-        raise _fail(f"{message}: expected {KIND}", "kind")
-    _check_fields(doc, _CONFIG_FIELDS, "")
+        raise invalid(f"{message}: expected {KIND}", "kind")
+    check_fields(doc, _CONFIG_FIELDS, "")
     global_percentage = _percentage(doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore")
 
     raw_profiles = doc.get("profiles")
-    raw_profiles = [] if raw_profiles is None else _list(raw_profiles, "profiles")
+    raw_profiles = [] if raw_profiles is None else expect_list(raw_profiles, "profiles")
     if not raw_profiles:
         raw_profiles = [{}]
     profiles: list[ProfileConfig] = []
     first_seen: dict[str, int] = {}
     for i, raw in enumerate(raw_profiles):
         path = f"profiles[{i}]"
-        raw = _mapping(raw, path)
+        raw = expect_mapping(raw, path)
         # Upstream names a lone profile without a schedulerName "default-scheduler"; with several
         # profiles every one must be named.
         default_name = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
         profile = _decode_profile(raw, path, default_name, global_percentage, registry, parsers)
         if profile.scheduler_name in first_seen:
-            raise _fail(
+            raise invalid(
                 f'Duplicate value: "{profile.scheduler_name}" (also profiles[{first_seen[profile.scheduler_name]}])',
                 f"{path}.schedulerName",
             )
@@ -779,9 +407,9 @@ def _decode_config(
 def _percentage(value: Any, path: str) -> int | None:
     if value is None:
         return None
-    value = _integer(value, path, -(2**31), _INT32_MAX)
+    value = integer(value, path, INT32_MIN, INT32_MAX)
     if not 0 <= value <= 100:
-        raise _fail(f"Invalid value: {value}: not in valid range [0-100]", path)
+        raise invalid(f"Invalid value: {value}: not in valid range [0-100]", path)
     return value
 
 
@@ -798,23 +426,23 @@ class _PluginSet:
 def _decode_plugin_set(raw: Any, path: str) -> _PluginSet:
     if raw is None:
         return _PluginSet((), ())
-    raw = _mapping(raw, path)
-    _check_fields(raw, ("enabled", "disabled"), path)
+    raw = expect_mapping(raw, path)
+    check_fields(raw, ("enabled", "disabled"), path)
     enabled = []
     raw_enabled = raw.get("enabled")
-    for j, item in enumerate(_list(raw_enabled, f"{path}.enabled") if raw_enabled is not None else []):
+    for j, item in enumerate(expect_list(raw_enabled, f"{path}.enabled") if raw_enabled is not None else []):
         at = f"{path}.enabled[{j}]"
         name, weight = _plugin(item, at)
-        if weight is not None and not 1 <= weight <= _INT32_MAX:
-            raise _fail(
-                f"Invalid value: {weight}: a weight must be in [1, {_INT32_MAX}] (to turn a plugin's "
+        if weight is not None and not 1 <= weight <= INT32_MAX:
+            raise invalid(
+                f"Invalid value: {weight}: a weight must be in [1, {INT32_MAX}] (to turn a plugin's "
                 "score off, disable it at score)",
                 f"{at}.weight",
             )
         enabled.append(_Entry(PluginRef(name, weight), at))
     disabled = []
     raw_disabled = raw.get("disabled")
-    for j, item in enumerate(_list(raw_disabled, f"{path}.disabled") if raw_disabled is not None else []):
+    for j, item in enumerate(expect_list(raw_disabled, f"{path}.disabled") if raw_disabled is not None else []):
         at = f"{path}.disabled[{j}]"
         name, _ = _plugin(item, at)
         disabled.append(_Entry(PluginRef(name), at))
@@ -822,14 +450,14 @@ def _decode_plugin_set(raw: Any, path: str) -> _PluginSet:
 
 
 def _plugin(item: Any, path: str) -> tuple[str, int | None]:
-    item = _mapping(item, path)
-    _check_fields(item, ("name", "weight"), path)
-    name = _string(item.get("name"), f"{path}.name") if "name" in item else ""
+    item = expect_mapping(item, path)
+    check_fields(item, ("name", "weight"), path)
+    name = string(item.get("name"), f"{path}.name") if "name" in item else ""
     if not name:
-        raise _fail("Required value: a plugin needs a name", f"{path}.name")
+        raise invalid("Required value: a plugin needs a name", f"{path}.name")
     weight = item.get("weight")
     if weight is not None:
-        weight = _integer(weight, f"{path}.weight", -(2**31), _INT32_MAX)
+        weight = integer(weight, f"{path}.weight", INT32_MIN, INT32_MAX)
     return name, weight
 
 
@@ -852,23 +480,23 @@ def _decode_profile(
     registry: Mapping[str, frozenset[str]],
     parsers: Mapping[str, Callable[..., Any]],
 ) -> ProfileConfig:
-    _check_fields(raw, _PROFILE_FIELDS, path)
+    check_fields(raw, _PROFILE_FIELDS, path)
     name = raw.get("schedulerName")
     if name is None:
         name = default_name
     if name is None or name == "":
-        raise _fail(
+        raise invalid(
             "Required value: every profile needs a schedulerName when there are several", f"{path}.schedulerName"
         )
-    name = _string(name, f"{path}.schedulerName")
+    name = string(name, f"{path}.schedulerName")
     percentage = _percentage(raw.get("percentageOfNodesToScore"), f"{path}.percentageOfNodesToScore")
     if percentage is None:
         percentage = global_percentage if global_percentage is not None else 0
 
     plugins_path = f"{path}.plugins"
     raw_plugins = raw.get("plugins")
-    raw_plugins = {} if raw_plugins is None else _mapping(raw_plugins, plugins_path)
-    _check_fields(raw_plugins, (*EXTENSION_POINTS, MULTI_POINT, *UNMODELLED_POINTS), plugins_path)
+    raw_plugins = {} if raw_plugins is None else expect_mapping(raw_plugins, plugins_path)
+    check_fields(raw_plugins, (*EXTENSION_POINTS, MULTI_POINT, *UNMODELLED_POINTS), plugins_path)
     sets = {
         point: _decode_plugin_set(raw_plugins.get(point), f"{plugins_path}.{point}")
         for point in (*EXTENSION_POINTS, MULTI_POINT, *UNMODELLED_POINTS)
@@ -876,7 +504,7 @@ def _decode_profile(
     for point in (*EXTENSION_POINTS, MULTI_POINT):
         for entry in sets[point].disabled:
             if entry.name != "*" and entry.name not in registry and entry.name not in _UPSTREAM_DEFAULT_NAMES:
-                raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+                raise invalid(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
 
     # Upstream's defaults that toposched does not implement are dropped here, silently.
     defaults = [_Entry(ref) for ref in UPSTREAM_DEFAULT_PLUGINS if ref.name in registry]
@@ -884,9 +512,9 @@ def _decode_profile(
     seen: set[str] = set()
     for entry in multi_point:
         if entry.name not in registry:
-            raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+            raise invalid(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
         if entry.name in seen:
-            raise _fail(f'plugin "{entry.name}" is enabled twice in multiPoint', f"{entry.path}.name")
+            raise invalid(f'plugin "{entry.name}" is enabled twice in multiPoint', f"{entry.path}.name")
         seen.add(entry.name)
 
     expanded: dict[str, tuple[PluginRef, ...]] = {}
@@ -895,15 +523,15 @@ def _decode_profile(
         seen = set()
         for entry in specific:
             if entry.name not in registry:
-                raise _fail(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
+                raise invalid(_unknown_plugin(entry.name, registry), f"{entry.path}.name")
             if point not in registry[entry.name]:
                 implements = ", ".join(p for p in EXTENSION_POINTS if p in registry[entry.name]) or "none"
-                raise _fail(
+                raise invalid(
                     f'plugin "{entry.name}" does not implement {point} (it implements: {implements})',
                     f"{entry.path}.name",
                 )
             if entry.name in seen:
-                raise _fail(f'plugin "{entry.name}" is enabled twice at {point}', f"{entry.path}.name")
+                raise invalid(f'plugin "{entry.name}" is enabled twice at {point}', f"{entry.path}.name")
             seen.add(entry.name)
         entries = _expand(point, specific, sets[point].disabled_names, multi_point, registry)
         if point == "score":
@@ -911,7 +539,7 @@ def _decode_profile(
         else:
             expanded[point] = tuple(PluginRef(e.name) for e in entries)
     if not expanded["bind"]:
-        raise _fail("at least one bind plugin is needed", f"{plugins_path}.bind")
+        raise invalid("at least one bind plugin is needed", f"{plugins_path}.bind")
 
     enabled_names = {ref.name for refs in expanded.values() for ref in refs} | {e.name for e in multi_point}
     plugin_args = _plugin_config(raw.get("pluginConfig"), path, enabled_names, registry, parsers)
@@ -929,23 +557,23 @@ def _plugin_config(
     included for enabled plugins given no args (upstream appends default args the same way)."""
     explicit: dict[str, Any] = {}
     first_seen: dict[str, int] = {}
-    for j, item in enumerate(_list(raw, f"{path}.pluginConfig") if raw is not None else []):
+    for j, item in enumerate(expect_list(raw, f"{path}.pluginConfig") if raw is not None else []):
         at = f"{path}.pluginConfig[{j}]"
-        item = _mapping(item, at)
-        _check_fields(item, ("name", "args"), at)
-        name = _string(item.get("name"), f"{at}.name") if "name" in item else ""
+        item = expect_mapping(item, at)
+        check_fields(item, ("name", "args"), at)
+        name = string(item.get("name"), f"{at}.name") if "name" in item else ""
         if not name:
-            raise _fail("Required value: a pluginConfig entry needs the plugin's name", f"{at}.name")
+            raise invalid("Required value: a pluginConfig entry needs the plugin's name", f"{at}.name")
         if name in first_seen:
-            raise _fail(f'Duplicate value: "{name}" (also pluginConfig[{first_seen[name]}])', at)
+            raise invalid(f'Duplicate value: "{name}" (also pluginConfig[{first_seen[name]}])', at)
         first_seen[name] = j
         args = item.get("args")
         if args is not None:
-            args = _mapping(args, f"{at}.args")
+            args = expect_mapping(args, f"{at}.args")
         if name not in registry:
             if name in _UPSTREAM_DEFAULT_NAMES:
                 continue
-            raise _fail(_unknown_plugin(name, registry), f"{at}.name")
+            raise invalid(_unknown_plugin(name, registry), f"{at}.name")
         explicit[name] = _parse_args(name, args, f"{at}.args", parsers)
     result: dict[str, Any] = {}
     for name in sorted(enabled):
@@ -963,7 +591,7 @@ def _parse_args(name: str, args: Mapping[str, Any] | None, path: str, parsers: M
     try:
         return parser(dict(args or {}))
     except InputError as err:
-        raise InputError(err.message, field=_join(path, err.field)) from None
+        raise InputError(err.message, field=join(path, err.field)) from None
 
 
 # --------------------------------------------------------------------------------------------

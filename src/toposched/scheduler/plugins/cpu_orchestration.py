@@ -64,6 +64,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.plugin_args import CPUOrchestrationArgs, plugin_args
 from toposched.scheduler.plugins.row_memo import RowMemo
 from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
@@ -702,21 +703,11 @@ class CPUOrchestration:
 
     name = "CPUOrchestration"
     exact_placement = True  # it reads and decides cpusets: Reserve must go through the kubelet replica
-    _ARGS = ("defaultCPUBindPolicy", "numaAllocateStrategy")
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
-        args = dict(args or {})
-        unknown = sorted(set(args) - set(self._ARGS))
-        if unknown:
-            raise InputError(f"unknown arguments {unknown}; known: {', '.join(self._ARGS)}", field=f"{self.name}.args")
-        self.default_policy = args.get("defaultCPUBindPolicy", "")
-        if self.default_policy not in ("", FULL_PCPUS, SPREAD_BY_PCPUS):
-            raise InputError(f"{self.default_policy!r} is not one of '', {FULL_PCPUS}, {SPREAD_BY_PCPUS}",
-                             field=f"{self.name}.args.defaultCPUBindPolicy")
-        self.strategy = args.get("numaAllocateStrategy", MOST_ALLOCATED)
-        if self.strategy not in _STRATEGIES:
-            raise InputError(f"{self.strategy!r} is not one of {', '.join(_STRATEGIES)}",
-                             field=f"{self.name}.args.numaAllocateStrategy")
+    def __init__(self, args: CPUOrchestrationArgs | Mapping[str, Any]) -> None:
+        args = plugin_args(CPUOrchestrationArgs, args, self.name)
+        self.default_policy = args.default_cpu_bind_policy
+        self.strategy = args.numa_allocate_strategy
         self._infos: dict[str, tuple[Any, Any, Any, _NodeInfo]] = {}
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
         self._memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()

@@ -43,10 +43,10 @@ from toposched.devices.share import (
 )
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
-from toposched.quantity import canonical_units
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology.model import DeviceKind
@@ -233,15 +233,11 @@ class GPUShare:
 
     name = "GPUShare"
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
-        args = dict(args or {})
-        unknown = sorted(set(args) - {"policy", "seed", "defaultGPUMemory"})
-        if unknown:
-            raise InputError(f"unknown args {unknown}; known: defaultGPUMemory, policy, seed", field=f"{self.name}.args")
-        self.policy_name = str(args.get("policy", "BestFit"))
-        self.seed = args.get("seed", 0)
-        self.default_memory = canonical_units("memory", args.get("defaultGPUMemory", DEFAULT_GPU_MEMORY),
-                                              field=f"{self.name}.args.defaultGPUMemory")
+    def __init__(self, args: GPUShareArgs | Mapping[str, Any]) -> None:
+        args = plugin_args(GPUShareArgs, args, self.name)
+        self.policy_name = args.policy
+        self.seed = args.seed
+        self.default_memory = args.default_gpu_memory
         self.workload: TargetWorkload | None = None
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()

@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from toposched.errors import InputError
 from toposched.kubelet.memory_manager import hugepage_resource_name
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.plugin_args import ScarcityScoreArgs, plugin_args
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
@@ -65,14 +65,9 @@ class ScarcityScore:
 
     name = "ScarcityScore"
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
-        unknown = set(args) - {"window", "epoch", "shapes"}
-        if unknown:
-            raise InputError(f"unknown argument {sorted(unknown)[0]!r} (window, epoch, shapes)", field="args",
-                             source=f"plugin {self.name}")
-        self.window = _positive(args.get("window", 200), "window")
-        self.epoch = _positive(args.get("epoch", 25), "epoch")
-        self.shapes = _positive(args.get("shapes", 4), "shapes")
+    def __init__(self, args: ScarcityScoreArgs | Mapping[str, Any]) -> None:
+        args = plugin_args(ScarcityScoreArgs, args, self.name)
+        self.window, self.epoch, self.shapes = args.window, args.epoch, args.shapes
         self._recent: deque[tuple[tuple[str, int], ...]] = deque(maxlen=self.window)
         self._seen: dict[str, None] = {}
         self._since_epoch = 0
@@ -348,9 +343,3 @@ def _empty_zones(model: Any) -> list[dict[str, int]]:
             zone[hugepage_resource_name(size)] = size * count
         out.append(zone)
     return out
-
-
-def _positive(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100_000:
-        raise InputError(f"{value!r} must be a positive integer", field=f"args.{name}", source="plugin ScarcityScore")
-    return value
