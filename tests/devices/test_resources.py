@@ -153,9 +153,9 @@ def test_a_user_file_replaces_the_defaults(tmp_path) -> None:
     [
         ("- kind: gpu\n", "rules", "expected a mapping"),
         ("rules: {kind: gpu}\n", "rules", "must be a list"),
-        ("rulez: []\n", "rulez", "unknown key"),
+        ("rulez: []\n", "rulez", "unknown field"),
         ("rules:\n  - 3\n", "rules[0]", "must be a mapping"),
-        ("rules:\n  - {kind: gpu, resource: a/b, colour: red}\n", "rules[0].colour", "unknown key"),
+        ("rules:\n  - {kind: gpu, resource: a/b, colour: red}\n", "rules[0].colour", "unknown field"),
         ("rules:\n  - {kind: gpus, resource: a/b}\n", "rules[0].kind", "unknown device kind 'gpus'"),
         ("rules:\n  - {kind: [], resource: a/b}\n", "rules[0].kind", "matches nothing"),
         ("rules:\n  - {vendor: 1002, resource: a/b}\n", "rules[0].vendor", "quoted hex strings"),

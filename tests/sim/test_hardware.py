@@ -325,7 +325,7 @@ def test_cluster_spec_name_width_grows_past_9999() -> None:
         ({"profile": "vm-2numa", "count": -1}, "nodes[0].count", "not a non-negative integer"),
         ({"profile": "vm-2numa", "count": 1.5}, "nodes[0].count", "not a non-negative integer"),
         ({"profile": "vm-2numa", "hwloc": "x.xml"}, "nodes[0]", "exactly one of"),
-        ({"profile": "vm-2numa", "colour": "red"}, "nodes[0].colour", "unknown key"),
+        ({"profile": "vm-2numa", "colour": "red"}, "nodes[0].colour", "unknown field"),
         ({"profile": "nope"}, "nodes[0].profile", "unknown profile"),
         ({"profile": "vm-2numa", "cpuEnforcement": "both"}, "nodes[0].cpuEnforcement", "unknown value"),
         ({"profile": "vm-2numa", "topologyManagerPolicy": "strict"}, "nodes[0].topologyManagerPolicy", "unknown value"),

@@ -162,7 +162,7 @@ def test_round_trip_property(pods: list[SimPod]) -> None:
 @pytest.mark.parametrize(
     ("entry", "field", "message"),
     [
-        ({"name": "a", "colour": "red"}, "pods[0].colour", "unknown key"),
+        ({"name": "a", "colour": "red"}, "pods[0].colour", "unknown field"),
         ({"arrival": 1}, "pods[0].name", "needs a name"),
         ({"name": "a", "count": 0}, "pods[0].count", "not a positive integer"),
         ({"name": "a", "count": "2"}, "pods[0].count", "not a positive integer"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources as package_files
 from typing import Any
 
+from toposched.decoding import check_fields
 from toposched.errors import InputError
 from toposched.manifests import decode_documents, read_text
 from toposched.topology.model import Device, DeviceKind
@@ -100,9 +101,10 @@ class DeviceResourceMap:
         """
         if not isinstance(data, Mapping):
             raise InputError(f"expected a mapping with a rules list, got {_kind(data)}", field="rules", source=source)
-        unknown = sorted(str(k) for k in data if k != "rules")
-        if unknown:
-            raise InputError(f"unknown key {unknown[0]!r} (only rules is read)", field=unknown[0], source=source)
+        try:
+            check_fields(data, ("rules",), "")
+        except InputError as err:
+            raise err.with_source(source) from None
         raw = data.get("rules")
         if not isinstance(raw, list):
             raise InputError(f"rules must be a list of rules, got {_kind(raw)}", field="rules", source=source)
@@ -170,9 +172,7 @@ def _kind(value: Any) -> str:
 def _parse_rule(item: Any, path: str) -> ResourceRule:
     if not isinstance(item, Mapping):
         raise InputError(f"a rule must be a mapping, got {_kind(item)}", field=path)
-    for key in item:
-        if key not in _RULE_KEYS:
-            raise InputError(f"unknown key {key!r} (known: {', '.join(_RULE_KEYS)})", field=f"{path}.{key}")
+    check_fields(item, _RULE_KEYS, path)
     if not any(key in item for key in _MATCH_KEYS):
         raise InputError(f"a rule needs at least one of {', '.join(_MATCH_KEYS)}", field=path)
     if "resource" not in item:

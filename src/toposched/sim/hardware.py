@@ -28,6 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from toposched.decoding import check_fields, expect_list, expect_mapping
 from toposched.devices.inventory import DeviceInventory
 from toposched.devices.resources import DeviceResourceMap
 from toposched.devices.share import GPU_MODEL_MEMORY
@@ -281,17 +282,18 @@ def _profile(name: str) -> HardwareProfile:
 def _parse_profile(name: str, raw: Any, source: str) -> HardwareProfile:
     if not isinstance(raw, Mapping):
         raise InputError("a profile must be a mapping")
-    _no_unknown_keys(raw, _PROFILE_KEYS, "")
+    check_fields(raw, sorted(_PROFILE_KEYS), "")
     per_socket = _positive(raw.get("numaPerSocket"), "numaPerSocket")
     sockets = _positive(raw.get("sockets"), "sockets")
     hugepages = {
         canonical_units("memory", size, field=f"hugepagesPerNuma.{size}"): _count(pages, f"hugepagesPerNuma.{size}")
-        for size, pages in _mapping(raw.get("hugepagesPerNuma"), "hugepagesPerNuma").items()
+        for size, pages in expect_mapping(raw.get("hugepagesPerNuma"), "hugepagesPerNuma", none_is_empty=True).items()
     }
-    dist = _mapping(raw.get("distances"), "distances")
+    dist = expect_mapping(raw.get("distances"), "distances", none_is_empty=True)
     distances = (_positive(dist.get("local"), "distances.local"), _positive(dist.get("sameSocket"), "distances.sameSocket"),
                  _positive(dist.get("otherSocket"), "distances.otherSocket"))
-    devices = [_parse_device(d, f"devices[{i}]") for i, d in enumerate(_list(raw.get("devices"), "devices"))]
+    raw_devices = expect_list(raw.get("devices"), "devices", none_is_empty=True)
+    devices = [_parse_device(d, f"devices[{i}]") for i, d in enumerate(raw_devices)]
     machine = build_machine(
         [_positive(raw.get("coresPerNuma"), "coresPerNuma")] * (sockets * per_socket),
         sockets=sockets,
@@ -302,7 +304,7 @@ def _parse_profile(name: str, raw: Any, source: str) -> HardwareProfile:
         distances=distances,
         devices=devices,
     )
-    configuration = MappingProxyType(dict(_mapping(raw.get("kubelet"), "kubelet")))
+    configuration = MappingProxyType(dict(expect_mapping(raw.get("kubelet"), "kubelet", none_is_empty=True)))
     kubelet = KubeletConfig.from_dict(configuration, source=source)
     plugins = device_plugins(machine)
     gpu_model = raw.get("gpuModel")
@@ -314,7 +316,7 @@ def _parse_profile(name: str, raw: Any, source: str) -> HardwareProfile:
 def _parse_device(raw: Any, where: str) -> Device:
     if not isinstance(raw, Mapping):
         raise InputError("a device must be a mapping", field=where)
-    _no_unknown_keys(raw, _DEVICE_KEYS, where)
+    check_fields(raw, sorted(_DEVICE_KEYS), where)
     try:
         kind = DeviceKind(raw.get("kind", "other"))
     except ValueError:
@@ -332,7 +334,7 @@ def _parse_device(raw: Any, where: str) -> Device:
         vendor_id=_hex(raw.get("vendor"), f"{where}.vendor"),
         device_id=_hex(raw.get("device"), f"{where}.device"),
         class_code=_hex(raw.get("class"), f"{where}.class"),
-        pcie_path=tuple(str(p) for p in _list(raw.get("pciePath"), f"{where}.pciePath")),
+        pcie_path=tuple(str(p) for p in expect_list(raw.get("pciePath"), f"{where}.pciePath", none_is_empty=True)),
         name=raw.get("name"),
         memory_bytes=memory,
         attributes={"device_name": str(model)} if model is not None else {},
@@ -503,7 +505,7 @@ KNOWN_GPU_MODELS = (*GPU_MODEL_MEMORY, "G1", "G2", "G3")
 def _parse_entry(entry: Any, where: str, base_dir: Path) -> tuple[int, Any]:
     if not isinstance(entry, Mapping):
         raise InputError("a node group must be a mapping")
-    _no_unknown_keys(entry, _ENTRY_KEYS, "")
+    check_fields(entry, sorted(_ENTRY_KEYS), "")
     given = [key for key in _SOURCE_KEYS if key in entry]
     if len(given) != 1:
         raise InputError(f"give exactly one of {', '.join(_SOURCE_KEYS)} (found {', '.join(given) or 'none'})")
@@ -513,8 +515,9 @@ def _parse_entry(entry: Any, where: str, base_dir: Path) -> tuple[int, Any]:
         raise InputError(f"{count:,} nodes: more than {MAX_SIM_NODES:,} (the limit)", field="count")
     enforcement = str(entry.get("cpuEnforcement", CPU_ENFORCEMENT_KUBELET))
     _check_enforcement(enforcement)
-    labels = {str(k): str(v) for k, v in _mapping(entry.get("labels"), "labels").items()}
-    taints = tuple(_parse_taint(t, f"taints[{j}]") for j, t in enumerate(_list(entry.get("taints"), "taints")))
+    labels = {str(k): str(v) for k, v in expect_mapping(entry.get("labels"), "labels", none_is_empty=True).items()}
+    raw_taints = expect_list(entry.get("taints"), "taints", none_is_empty=True)
+    taints = tuple(_parse_taint(t, f"taints[{j}]") for j, t in enumerate(raw_taints))
     overrides = {key: entry[key] for key in KUBELET_CONFIGURATION_KEYS if key in entry}
     if kind == "profile":
         profile = load_hardware_profile(str(entry["profile"]))
@@ -562,7 +565,7 @@ def _merged_kubelet(base: Mapping[str, Any], overrides: Mapping[str, Any], sourc
 def _parse_taint(raw: Any, where: str) -> Taint:
     if not isinstance(raw, Mapping) or "key" not in raw:
         raise InputError("a taint needs a key", field=where)
-    _no_unknown_keys(raw, frozenset({"key", "value", "effect"}), where)
+    check_fields(raw, ("effect", "key", "value"), where)
     effect = str(raw.get("effect", "NoSchedule"))
     if effect not in _TAINT_EFFECTS:
         raise InputError(f"unknown effect {effect!r}; expected one of {', '.join(_TAINT_EFFECTS)}", field=f"{where}.effect")
@@ -570,29 +573,6 @@ def _parse_taint(raw: Any, where: str) -> Taint:
 
 
 # ---- small parsers -------------------------------------------------------------------------------
-
-
-def _no_unknown_keys(raw: Mapping[str, Any], known: frozenset[str], where: str) -> None:
-    for key in raw:
-        if key not in known:
-            field = f"{where}.{key}" if where else str(key)
-            raise InputError(f"unknown key {key!r}; known: {', '.join(sorted(known))}", field=field)
-
-
-def _mapping(value: Any, field: str) -> Mapping[Any, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"expected a mapping, got {type(value).__name__}", field=field)
-    return value
-
-
-def _list(value: Any, field: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"expected a list, got {type(value).__name__}", field=field)
-    return value
 
 
 def _count(value: Any, field: str) -> int:

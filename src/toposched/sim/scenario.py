@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from toposched.decoding import check_fields
 from toposched.errors import InputError
 from toposched.inputs import check_int_range, check_number_range, is_regular_file
 from toposched.manifests import decode_documents, read_text
@@ -127,9 +128,7 @@ def load_scenario(path: str | os.PathLike[str] | None = None, *, seed: int | Non
 
 
 def _scenario(raw: Mapping[str, Any], base: Path, seed: int | None, default_name: str) -> Scenario:
-    unknown = sorted(set(raw) - _KEYS)
-    if unknown:
-        raise InputError(f"unknown keys {unknown}; known: {', '.join(sorted(_KEYS))}", field=unknown[0])
+    check_fields(raw, sorted(_KEYS), "")
     if "nodes" not in raw:
         raise InputError("a scenario needs nodes", field="nodes")
     if seed is None:
@@ -205,9 +204,7 @@ def _workload(raw: Any, nodes: Sequence[SimNode], base: Path, seed: int) -> list
         raise InputError("expected a mapping", field="workload")
     if "file" in raw:
         return load_pods(base / _file_name(raw["file"], "workload.file"))
-    unknown = sorted(set(raw) - {"synthetic", "ramp"})
-    if unknown:
-        raise InputError(f"unknown keys {unknown}; known: file, ramp, synthetic", field=f"workload.{unknown[0]}")
+    check_fields(raw, ("file", "ramp", "synthetic"), "workload")
     synthetic = raw.get("synthetic") or {}
     if not isinstance(synthetic, Mapping):
         raise InputError(f"expected a mapping, got {type(synthetic).__name__}", field="workload.synthetic")

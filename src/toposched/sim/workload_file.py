@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from toposched.decoding import check_fields, expect_mapping
 from toposched.errors import InputError
 from toposched.manifests import decode_documents, read_text
 from toposched.quantity import format_bytes, format_cpu
@@ -89,11 +90,8 @@ def workload_from_dict(data: Any, *, source: str = "<workload>") -> list[SimPod]
 
 
 def _entry(entry: Any) -> list[SimPod]:
-    if not isinstance(entry, Mapping):
-        raise InputError(f"a pod entry must be a mapping, got {type(entry).__name__}")
-    for key in entry:
-        if key not in ENTRY_KEYS:
-            raise InputError(f"unknown key {key!r}; known: {', '.join(ENTRY_KEYS)}", field=str(key))
+    entry = expect_mapping(entry, "")
+    check_fields(entry, ENTRY_KEYS, "")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise InputError("a pod needs a name", field="name")
