@@ -51,6 +51,7 @@ from toposched.kube.client import CONFIGMAPS, NRTS, ApiError, Conflict, KubeClie
 from toposched.kube.informer import Reflector
 from toposched.kube.ops import Metrics
 from toposched.manifests import decode_documents
+from toposched.names import CONTROLLER_ATTRIBUTES_ANNOTATION as OWNED_ANNOTATION
 from toposched.quantity import canonical_units
 from toposched.scheduler.plugins.zone_capacity import CPU_CAPACITY_ATTRIBUTE, MAX_ZONE_CPUS
 
@@ -73,7 +74,6 @@ log = logging.getLogger(__name__)
 #: The ConfigMap data key :class:`ConfigMapSource` reads unless told another.
 DEFAULT_CONFIGMAP_KEY = "zone-attributes.yaml"
 #: Annotation on each NRT the controller wrote: ``{"<zone>": ["<attribute>", ...]}`` it owns there.
-OWNED_ANNOTATION = "toposched.io/controller-attributes"
 
 #: node name -> zone name -> attribute name -> value.
 ZoneAttributes = dict[str, dict[str, dict[str, str]]]

@@ -34,6 +34,7 @@ from toposched.kubelet.description import (
     NodeDescription,
 )
 from toposched.kubelet.device_manager import DeviceManagerState
+from toposched.names import CPU_MANAGER_POLICY_ATTRIBUTE, FINGERPRINT_ATTRIBUTE, MEMORY_MANAGER_POLICY_ATTRIBUTE
 from toposched.scheduler.report_check import check_description_against_zones
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.intent import node_topology_policy
@@ -45,7 +46,6 @@ from toposched.workload import Pod, add_resources
 
 __all__ = ["Cluster", "NodeRecord", "PodEntry", "kubelet_config_from_nrt", "placement_of"]
 
-FINGERPRINT_ATTRIBUTE = "nodeTopologyPodsFingerprint"
 SOURCE_MACHINE, SOURCE_DESCRIPTION, SOURCE_COUNTS = "machine", "description", "counts"
 _DESCRIPTION_CACHE = 256  # distinct node descriptions kept decoded (one per hardware model and configuration)
 
@@ -128,8 +128,8 @@ def kubelet_config_from_nrt(nrt: NodeResourceTopology, machine: Machine, labels:
     """
     node_policy = node_topology_policy(nrt, labels)
     attrs = nrt.attributes
-    cpu_policy = attrs.get("cpuManagerPolicy", "static")
-    memory_policy = attrs.get("memoryManagerPolicy") or ("None" if node_policy.policy == "none" else "Static")
+    cpu_policy = attrs.get(CPU_MANAGER_POLICY_ATTRIBUTE, "static")
+    memory_policy = attrs.get(MEMORY_MANAGER_POLICY_ATTRIBUTE) or ("None" if node_policy.policy == "none" else "Static")
     reserved: set[int] = set()
     reserved_memory: dict[int, dict[str, int]] = {}
     zones = numa_zone_resources(nrt)

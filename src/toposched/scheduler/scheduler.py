@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from toposched.errors import InputError
+from toposched.names import KOORDINATOR_SCHEDULING_PREFIX, TOPOSCHED_PREFIX
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, Profile, RowReasons
 from toposched.scheduler.placement import Placement
@@ -38,7 +39,7 @@ __all__ = ["Decision", "Scheduler"]
 _FEASIBLE = -1
 _NO_SCORE = np.iinfo(np.int64).min
 # Pod annotations the plugins read: part of a pod's shape for caching.
-_SHAPE_ANNOTATIONS = ("toposched.io/", "scheduling.koordinator.sh/")
+_SHAPE_ANNOTATIONS = (TOPOSCHED_PREFIX, KOORDINATOR_SCHEDULING_PREFIX)
 
 
 @dataclass(frozen=True)

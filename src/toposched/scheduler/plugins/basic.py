@@ -192,12 +192,15 @@ class NodeResourcesFit:
         # Per row, the resources it is short of (as the per-node filter names them): one bit each.
         names = list(requests)
         pattern = (~fits[:, 1:]).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
-        patterns, codes = np.unique(np.where(ok, -1, pattern), return_inverse=True)
-        texts = []
+        refused = ~ok
+        patterns, inverse = np.unique(pattern[refused], return_inverse=True)
+        codes = np.zeros(len(rows), dtype=np.int64)  # code 0: the row passes
+        codes[refused] = inverse.reshape(-1) + 1
+        texts = [""]
         for bits in patterns.tolist():
             short = sorted(name for j, name in enumerate(names) if bits >> j & 1)
-            texts.append("" if bits < 0 else "Insufficient " + ", ".join(short) if short else "Too many pods")
-        return ok, RowReasons(codes.reshape(-1), texts)
+            texts.append("Insufficient " + ", ".join(short) if short else "Too many pods")
+        return ok, RowReasons(codes, texts)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""

@@ -49,6 +49,9 @@ import numpy as np
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import CPUAllocationError, take_by_topology
+from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
+from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
+from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, registry
 from toposched.scheduler.intent import (
@@ -93,13 +96,10 @@ __all__ = [
     "take_cpus",
 ]
 
-CPU_ENFORCEMENT = "toposched.io/cpu-enforcement"
-DEVICE_ENFORCEMENT = "toposched.io/device-enforcement"
 ENFORCEMENT_AGENT = "agent"
 ENFORCEMENT_KUBELET = "kubelet"
 _ENFORCEMENTS = (ENFORCEMENT_AGENT, ENFORCEMENT_KUBELET)
 
-KOORDINATOR_CPU_BIND_POLICY_LABEL = "node.koordinator.sh/cpu-bind-policy"
 NODE_FULL_PCPUS_ONLY = "FullPCPUsOnly"
 NODE_SPREAD_BY_PCPUS = "SpreadByPCPUs"
 _NODE_NONE = "None"

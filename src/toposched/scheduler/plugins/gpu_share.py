@@ -43,6 +43,7 @@ from toposched.devices.share import (
 )
 from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
+from toposched.names import GPU_MODEL_LABEL, KOORDINATOR_GPU
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.placement import ContainerPlacement, Placement
@@ -55,7 +56,7 @@ from toposched.workload import Pod
 __all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "gpus_with_shares", "node_gpu_state", "shares_gpu"]
 
 
-_SHARE_PREFIX = "koordinator.sh/gpu"
+_SHARE_PREFIX = KOORDINATOR_GPU
 
 
 def shares_gpu(pod: Pod) -> bool:
@@ -87,7 +88,7 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
 def _state_key(node: NodeRecord, default_memory: int) -> tuple:
     """What a node's GPU state is computed from: its hardware, settings and the shares it holds."""
     held = tuple((uid, id(e.extras[GPUShare.name])) for uid, e in node.pods.items() if GPUShare.name in e.extras)
-    return (id(node.inventory), default_memory, node.spec.labels.get("toposched.io/gpu-model", ""), held)
+    return (id(node.inventory), default_memory, node.spec.labels.get(GPU_MODEL_LABEL, ""), held)
 
 
 def _remember_state(node: NodeRecord, key: tuple, state: NodeGPUState) -> None:

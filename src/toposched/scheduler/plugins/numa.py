@@ -21,6 +21,7 @@ import numpy as np
 from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
 from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
 from toposched.kubelet.memory_manager import pod_requested_memory
+from toposched.names import KOORDINATOR_RESOURCE_PREFIX
 from toposched.scheduler.cluster import NodeRecord, placement_of
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.intent import (
@@ -100,7 +101,7 @@ def _is_device(resource: str) -> bool:
     Koordinator's shared-GPU resources (``koordinator.sh/gpu-core`` ...) are not: the node
     reports them as plain counts and GPUShare places them.
     """
-    return "/" in resource and not resource.startswith("koordinator.sh/")
+    return "/" in resource and not resource.startswith(KOORDINATOR_RESOURCE_PREFIX)
 
 
 def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:

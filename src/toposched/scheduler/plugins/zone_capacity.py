@@ -48,6 +48,7 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
+from toposched.names import CPU_CAPACITY_ATTRIBUTE
 from toposched.quantity import canonical_units, format_cpu
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
@@ -64,7 +65,6 @@ from toposched.workload import GUARANTEED, Pod
 __all__ = ["CPU_CAPACITY_ATTRIBUTE", "MAX_ZONE_CPUS", "ZoneCapacity", "placement_zone_load", "zone_capacities",
            "zone_load"]
 
-CPU_CAPACITY_ATTRIBUTE = "toposched.io/cpu-capacity"
 MAX_ZONE_CPUS = 8192  # the kernel's largest NR_CPUS; a zone claiming more is not a real one
 
 
