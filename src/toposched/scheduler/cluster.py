@@ -16,10 +16,9 @@ Time is passed in (``now``, seconds); nothing here reads a clock.
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from toposched.devices import DeviceInventory, DeviceResourceMap
 from toposched.devices.share import inventory_gpus, koordlet_resources
@@ -35,11 +34,11 @@ from toposched.kubelet.description import (
 )
 from toposched.kubelet.device_manager import DeviceManagerState
 from toposched.names import CPU_MANAGER_POLICY_ATTRIBUTE, FINGERPRINT_ATTRIBUTE, MEMORY_MANAGER_POLICY_ATTRIBUTE
-from toposched.scheduler.report_check import check_description_against_zones
 from toposched.scheduler.fingerprint import pods_fingerprint
 from toposched.scheduler.intent import node_topology_policy
 from toposched.scheduler.nodes import NodeSpec
 from toposched.scheduler.placement import ContainerPlacement, Placement
+from toposched.scheduler.report_check import check_description_against_zones
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import NodeResourceTopology, machine_from_nrt, numa_zone_resources
 from toposched.workload import Pod, add_resources

@@ -56,7 +56,7 @@ class NodeSpec:
                                  source=f"node {self.name}")
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> "NodeSpec":
+    def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> NodeSpec:
         """Parse a real Node object (as ``kubectl get node -o yaml`` prints it)."""
         if not isinstance(obj, Mapping):
             raise InputError("a Node must be a mapping", source=source)

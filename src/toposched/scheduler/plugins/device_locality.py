@@ -36,10 +36,10 @@ from toposched.errors import InputError
 from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, PLACEMENT_OVERRIDE_KEY, CycleState, registry
-from toposched.scheduler.plugins.cpu_orchestration import ENFORCEMENT_AGENT, device_enforcement
-from toposched.scheduler.plugins.gpu_share import gpus_with_shares, node_gpu_state
 from toposched.scheduler.intent import DeviceScope, pod_intent
 from toposched.scheduler.placement import Placement
+from toposched.scheduler.plugins.cpu_orchestration import ENFORCEMENT_AGENT, device_enforcement
+from toposched.scheduler.plugins.gpu_share import gpus_with_shares, node_gpu_state
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod

@@ -25,8 +25,9 @@ counts its whole CPU request on the shared pool.
 
 * **Filter**: the pod's shared-pool request, split the same way, must fit every capped zone
   (when the split is known: always, except for pods with devices and Guaranteed pods on nodes
-  whose memory manager pins them, whose shared part follows those NUMA nodes); its exclusive CPUs (and a pinned shared part) must fit what the capped zones
-  have left, unless an uncapped zone exists; under ``single-numa-node`` its exclusive CPUs must
+  whose memory manager pins them, whose shared part follows those NUMA nodes); its exclusive
+  CPUs (and a pinned shared part) must fit what the capped zones have left, unless an uncapped
+  zone exists; under ``single-numa-node`` its exclusive CPUs must
   fit one zone. A necessary condition: **confirm** checks the exact placement after Reserve
   (the scheduler passes the one CPUOrchestration put under ``placement-override``) and refuses
   the node when a zone the pod uses would carry more than its capacity.
