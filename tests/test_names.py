@@ -11,6 +11,7 @@ WIRE = {
     "KOORDINATOR_RESOURCE_PREFIX": "koordinator.sh/",
     "NRT_API_GROUP": "topology.node.k8s.io",
     "KOORDINATOR_SCHEDULING_GROUP": "scheduling.koordinator.sh",
+    "KUBE_SCHEDULER_CONFIG_API_VERSION": "kubescheduler.config.k8s.io/v1",
     "NUMA_POLICY_ANNOTATION": "toposched.io/numa-policy",
     "NUMA_POLICY_LABEL": "toposched.io/numa-policy",
     "CPU_BIND_POLICY_ANNOTATION": "toposched.io/cpu-bind-policy",

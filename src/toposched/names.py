@@ -24,6 +24,8 @@ KOORDINATOR_RESOURCE_PREFIX = "koordinator.sh/"
 NRT_API_GROUP = "topology.node.k8s.io"
 #: Koordinator's group of scheduling objects (koordlet's ``Device``).
 KOORDINATOR_SCHEDULING_GROUP = "scheduling.koordinator.sh"
+#: kube-scheduler's configuration files and plugin args (``KubeSchedulerConfiguration``, ``...Args``).
+KUBE_SCHEDULER_CONFIG_API_VERSION = "kubescheduler.config.k8s.io/v1"
 
 # ---- pod annotations and labels a user writes ---------------------------------------------
 

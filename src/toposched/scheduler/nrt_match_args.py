@@ -29,6 +29,7 @@ from typing import Any
 
 from toposched.decoding import boolean, check_fields, expect_list, expect_mapping, integer, one_of, string
 from toposched.errors import InputError
+from toposched.names import KUBE_SCHEDULER_CONFIG_API_VERSION as API_VERSION
 
 __all__ = [
     "API_VERSION",
@@ -46,7 +47,6 @@ __all__ = [
 ]
 
 PLUGIN_NAME = "NodeResourceTopologyMatch"
-API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "NodeResourceTopologyMatchArgs"
 
 MOST_ALLOCATED = "MostAllocated"

@@ -39,6 +39,7 @@ from toposched.decoding import (
 from toposched.devices.fgd import POLICY_NAMES
 from toposched.devices.share import DEFAULT_GPU_MEMORY
 from toposched.errors import InputError
+from toposched.names import KUBE_SCHEDULER_CONFIG_API_VERSION as API_VERSION
 from toposched.quantity import canonical_units
 from toposched.scheduler.intent import FULL_PCPUS, SPREAD_BY_PCPUS
 from toposched.scheduler.nrt_match_args import NodeResourceTopologyMatchArgs, ResourceSpec
@@ -60,7 +61,6 @@ __all__ = [
     "plugin_args",
 ]
 
-API_VERSION = "kubescheduler.config.k8s.io/v1"
 
 
 def _type_meta(obj: Mapping[str, Any], kind: str, path: str) -> None:

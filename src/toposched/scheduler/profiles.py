@@ -39,6 +39,7 @@ from toposched.decoding import (
 )
 from toposched.errors import InputError
 from toposched.inputs import decode_documents, read_file_bytes
+from toposched.names import KUBE_SCHEDULER_CONFIG_API_VERSION as API_VERSION
 from toposched.scheduler.plugin_args import DEFAULT_ARGS_PARSERS
 
 __all__ = [
@@ -59,7 +60,6 @@ __all__ = [
     "merge_plugin_set",
 ]
 
-API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
