@@ -18,9 +18,9 @@ import yaml
 
 from tests.conftest import shared_path
 from tests.deploy.deploy_manifests import DEPLOY
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import NRTS
 from toposched.kube.controller import Controller, parse_zone_attributes
-from toposched.kube.memory import MemoryClient
 from toposched.topology import CPUSet, Device, DeviceKind, Machine
 from toposched.topology.nrt import dump_nrt, nrt_from_machine
 

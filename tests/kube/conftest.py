@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toposched.kube.memory import MemoryClient
+from tests.kube.memory_client import MemoryClient
 
 #: The fixed time (seconds since the epoch) the fixtures' stores stamp objects with.
 FIXED_NOW = 1_700_000_000.0

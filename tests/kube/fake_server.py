@@ -22,8 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import KINDS, PODS, ApiError, Gone, Kind
-from toposched.kube.memory import MemoryClient
 
 __all__ = ["FakeApiServer", "status_object"]
 

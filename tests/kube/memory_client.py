@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.kube.memory_managed_fields import Ownership
+from tests.kube.memory_merge_patch import json_copy, merge_patch
+from tests.kube.memory_selectors import Selector, parse_field_selector, parse_label_selector
 from toposched.kube.client import PODS, ApiError, Conflict, Gone, Kind, NotFound, ObjectList, ServerError, WatchEvent
-from toposched.kube.managed_fields import Ownership
-from toposched.kube.merge_patch import json_copy, merge_patch
-from toposched.kube.selectors import Selector, parse_field_selector, parse_label_selector
 
 __all__ = ["VERBS", "MemoryClient"]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import (
     CONFIGMAPS,
     EVENTS,
@@ -31,7 +32,6 @@ from toposched.kube.client import (
     ServerError,
     WatchEvent,
 )
-from toposched.kube.memory import MemoryClient
 
 
 @dataclass

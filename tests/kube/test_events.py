@@ -9,9 +9,9 @@ create it again when the patch finds it gone; names ``<object>.<unix nanos in he
 
 from __future__ import annotations
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import EVENTS, PODS, ServerError
 from toposched.kube.events import EventRecorder, event_time
-from toposched.kube.memory import MemoryClient
 
 T0 = 1_700_000_000.0
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import NODES, PODS, ServerError, WatchEvent
 from toposched.kube.informer import Backoff, Reflector
-from toposched.kube.memory import MemoryClient
 
 
 class View:

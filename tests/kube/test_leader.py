@@ -16,10 +16,10 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from tests.kube.memory_client import MemoryClient
 from toposched.errors import InputError
 from toposched.kube.client import LEASES, ServerError
 from toposched.kube.leader import LeaderElector, micro_time
-from toposched.kube.memory import MemoryClient
 
 T0 = 1_700_000_000.0
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

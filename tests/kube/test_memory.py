@@ -16,6 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.kube.memory_client import MemoryClient
+from tests.kube.memory_merge_patch import merge_patch
 from toposched.kube.client import (
     CONFIGMAPS,
     EVENTS,
@@ -29,8 +31,6 @@ from toposched.kube.client import (
     NotFound,
     ServerError,
 )
-from toposched.kube.memory import MemoryClient
-from toposched.kube.merge_patch import merge_patch
 
 
 def pod(name: str, namespace: str = "default", **spec) -> dict:

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import EVENTS, LEASES, NODES, NRTS, PODS, ServerError
 from toposched.kube.leader import LeaderElector
-from toposched.kube.memory import MemoryClient
 from toposched.kube.standalone import StandaloneScheduler
 from toposched.kubelet.config import KubeletConfig
 from toposched.node_report import node_report

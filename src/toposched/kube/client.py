@@ -2,9 +2,9 @@
 
 Objects cross this interface as plain JSON-shaped dicts (what the API server sends), so the pure
 core reads them with its own parsers (``Pod.from_dict``, ``parse_nrt``, ``NodeSpec.from_dict``).
-Two implementations keep one contract: :class:`toposched.kube.memory.MemoryClient` (an
-in-memory API server, for tests and the simulator side) and
-:class:`toposched.kube.lightkube_client.LightkubeClient` (a real cluster through lightkube).
+:class:`toposched.kube.lightkube_client.LightkubeClient` implements it for a real cluster through
+lightkube; the unit tests keep an in-memory API server to the same contract
+(``tests/kube/memory_client.py``).
 """
 
 from __future__ import annotations

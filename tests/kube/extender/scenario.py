@@ -26,9 +26,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import PODS
 from toposched.kube.extender import ExtenderService, create_app
-from toposched.kube.memory import MemoryClient
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.profile_setup import load_profile

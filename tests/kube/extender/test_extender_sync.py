@@ -5,10 +5,10 @@ the pod once, on the node and CPUs the bind wrote, and the next pod must get oth
 """
 
 from tests.kube.extender.scenario import Clock, machine, node_object, pod_object
+from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import NODES, NRTS, PODS
 from toposched.kube.cluster_sync import ClusterSync
 from toposched.kube.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderService
-from toposched.kube.memory import MemoryClient
 from toposched.scheduler import Cluster, Scheduler
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.scheduler.profile_setup import load_profile

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toposched.kube.merge_patch import json_copy
+from tests.kube.memory_merge_patch import json_copy
 
 __all__ = ["FieldPath", "Owner", "Ownership", "fields_v1", "leaf_fields"]
 

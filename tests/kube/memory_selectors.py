@@ -110,7 +110,8 @@ def parse_label_selector(selector: str | None) -> Selector:
             else:
                 checks.append(lambda labels, k=key, v=value: labels.get(k) != v)
         elif term.startswith("!"):
-            checks.append(lambda labels, k=term[1:].strip(): k not in labels)
+            absent = term[1:].strip()
+            checks.append(lambda labels, k=absent: k not in labels)
         elif " " in term:
             raise _bad_request(f"unable to parse requirement: {term!r}")
         else:
@@ -138,9 +139,6 @@ def parse_field_selector(kind: Kind, selector: str | None) -> Selector:
         terms.append(eq)
 
     def matches(obj: Mapping[str, Any]) -> bool:
-        for key, op, value in terms:
-            if (field_value(obj, key) == value) != (op == "="):
-                return False
-        return True
+        return all((field_value(obj, key) == value) == (op == "=") for key, op, value in terms)
 
     return matches
