@@ -30,7 +30,7 @@ from toposched.scheduler.plugins.cpu_orchestration import (
     KOORDINATOR_CPU_BIND_POLICY_LABEL,
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
-    PLACEMENT_OVERRIDE_KEY,
+    PLACEMENT_OVERRIDE,
     CPUOrchestration,
     CPUTakeError,
     _Accumulator,
@@ -495,7 +495,7 @@ def test_confirm_leaves_the_replicas_cpusets_alone_when_they_honour_the_policy()
     _, placement = cluster.assume(pod, name, now=0)
     state = CycleState(cluster=cluster)
     assert plugin.confirm(state, pod, cluster.nodes[name], placement).is_success
-    assert PLACEMENT_OVERRIDE_KEY not in state
+    assert PLACEMENT_OVERRIDE not in state
 
 
 def test_bad_arguments_are_refused_by_name():

@@ -57,7 +57,7 @@ def test_gpu_less_pods_score_by_fgd_only_with_a_target_workload(tmp_path):
     sched.table.refresh()
     plugin = gpu_share(sched)
     pod = cpu_pod("p")
-    state = sched._state(pod)[0]
+    state = sched.runner.pre_filter(pod)[0]
     rows = np.array([sched.table.index["node-small"], sched.table.index["node-big"]])
     # node-small: 9/10 of the workload can no longer use its 2,000 idle milli-GPU, fragmentation
     # +1,800: int(sigmoid(-1.8) x 100) = 14 (upstream's fgd_score.go formula); node-big: unchanged, 50.
@@ -65,7 +65,7 @@ def test_gpu_less_pods_score_by_fgd_only_with_a_target_workload(tmp_path):
     assert plugin.score_few(state, pod, sched.table, rows.tolist()) == [14, 50]
     # The 2-CPU pod leaves 6 CPUs on node-small: nothing changes for the workload, neutral 50.
     small = cpu_pod("s", cpu=2000)
-    assert plugin.score_all(sched._state(small)[0], small, sched.table, rows).tolist() == [50, 50]
+    assert plugin.score_all(sched.runner.pre_filter(small)[0], small, sched.table, rows).tolist() == [50, 50]
     # BestFit (or FGD without a workload) does not score GPU-less pods.
     other = gpu_share(scheduler("toposched-bestfit", tmp_path))
     assert other.score_all(state, pod, sched.table, rows).tolist() == [0, 0]

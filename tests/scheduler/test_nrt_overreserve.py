@@ -186,6 +186,9 @@ class Refuser:
     def reserve(self, state, pod, node) -> Status:
         return Status.unschedulable("refused at Reserve", plugin=self.name)
 
+    def unreserve(self, state, pod, node) -> None:
+        pass
+
 
 def test_a_later_reserve_plugin_refusing_unreserves_the_cache():
     reg = Registry()

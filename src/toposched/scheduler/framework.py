@@ -1,46 +1,282 @@
-"""The scheduling framework's shape: plugins per extension point, a per-cycle state, profiles.
+"""The scheduling framework: one Protocol per extension point, typed cycle state, profiles.
 
-A plugin is an object with a ``name`` and any of these methods (each extension point is one
-small method, as in kube-scheduler's framework):
+As in kube-scheduler's framework, a plugin is an object with a ``name`` implementing any of the
+extension points below; the runner (:mod:`toposched.scheduler.runner`) sorts a profile's plugins
+by the Protocols they satisfy once, when it is built (no lookup per cycle).
 
-* ``pre_filter(state, pod) -> Status`` — once per cycle; may store data in ``state``.
-* ``filter(state, pod, node: NodeRecord) -> Status`` — one node, the reference semantics.
-* ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — optional vector form:
-  the same verdict for the given rows at once, with one reason string or one per row (a necessary condition is allowed when the plugin's
-  ``exact(...)`` confirms the chosen node, see NUMAAlignment).
-* ``filter_few(state, pod, table, rows: list[int]) -> list[reason or None]`` — optional, the
-  vector form's verdict and reason for a few rows in plain Python (None where a row passes); the
-  scheduler uses it when only a few rows changed, where NumPy's fixed cost per call dominates.
-  It must agree exactly with ``filter_all`` on the same rows.
-* ``post_filter(state, pod, reasons) -> (nominated node or None, Status)`` — when no node fits.
-* ``pre_score(state, pod, rows) -> Status`` — once, before scoring the feasible rows.
-* ``score(state, pod, node, table) -> int`` and optional ``score_all(state, pod, table, rows) -> int[rows]``
-  and ``score_few(state, pod, table, rows: list[int]) -> list[int]`` (``score_all`` for a few rows);
-  optional ``normalize_scores(state, pod, scores) -> scores`` (NormalizeScore) over the feasible rows.
-* ``reserve(state, pod, node) -> Status`` / ``unreserve(state, pod, node)``.
-* ``pre_bind(state, pod, node, placement) -> Status``; ``bind(state, pod, node, placement) -> requests``.
+* :class:`PreFilter` ``pre_filter(state, pod) -> Status`` — once per cycle; may write its keys.
+* :class:`Filter` ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — the batch
+  form over rows of the :class:`~toposched.scheduler.table.NodeTable`; ``reason`` is one string
+  for every refused row, one per row, or :class:`RowReasons`. A necessary condition is allowed
+  when the plugin also confirms the chosen node after Reserve (NUMAAlignment).
+  Optional derived forms: :class:`FewRowsFilter` ``filter_few(state, pod, table, rows) ->
+  [reason or None]`` (the same verdicts in plain Python, for a few changed rows) and
+  :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its code:
+  Unschedulable or UnschedulableAndUnresolvable; ``explain`` and the extender's refusals).
+  A plugin without a batch form (NodeResourceTopologyMatch) is run node by node.
+* :class:`PostFilter` ``post_filter(state, pod, reasons) -> (nominated node or None, Status)``.
+* :class:`PreScore` ``pre_score(state, pod, rows) -> Status``.
+* :class:`Score` ``score_all(state, pod, table, rows) -> int[rows]`` (0..``MAX_NODE_SCORE``);
+  derived forms :class:`FewRowsScore` ``score_few`` and :class:`NodeScore` ``score(state, pod, node, table)``.
+* :class:`NormalizeScore` ``normalize_scores(state, pod, raw) -> scores`` over the feasible rows;
+  optionally :class:`NormalizesSome` ``normalizes(state, pod) -> bool`` (whether this pod's scores need it).
+* :class:`Reserve` ``reserve(state, pod, node) -> Status`` and ``unreserve(state, pod, node)``.
+* :class:`Confirm` ``confirm(state, pod, node, placement) -> Status`` — after the kubelet replica
+  admitted the pod (post-Reserve); may write :data:`PLACEMENT_OVERRIDE` to replace the placement.
+* :class:`PreBind` ``pre_bind(state, pod, node, placement) -> Status``; :class:`Bind`
+  ``bind(state, pod, node, placement) -> requests``; :class:`PostBind` ``post_bind(state, pod, node)``.
+* Lifecycle: :class:`Attach` ``attach(cluster, profile_name)`` once when the runner is built;
+  :class:`Clock` ``advance(now) -> node names`` at the start of every cycle (the nodes whose
+  answers changed with time alone).
 
-Scores are 0..100 (``MAX_NODE_SCORE``) before the profile's weight is applied.
+A method set to ``None`` on a plugin class disables that point (a subclass opting out).
+
+Cycle state is a :class:`CycleState` keyed by :class:`StateKey` objects; each key is defined
+next to the plugin that writes it, and readers import that key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from toposched.errors import InputError
 
-__all__ = ["MAX_NODE_SCORE", "PLACEMENT_OVERRIDE_KEY", "CycleState", "Profile", "Registry", "RowReasons", "registry"]
+if TYPE_CHECKING:
+    from toposched.scheduler.cluster import Cluster, NodeRecord
+    from toposched.scheduler.placement import Placement
+    from toposched.scheduler.status import Status
+    from toposched.scheduler.table import NodeTable
+    from toposched.workload import Pod
+
+__all__ = [
+    "CLUSTER",
+    "MAX_NODE_SCORE",
+    "PLACEMENT_OVERRIDE",
+    "Attach",
+    "Bind",
+    "Clock",
+    "Confirm",
+    "CycleState",
+    "FewRowsFilter",
+    "FewRowsScore",
+    "Filter",
+    "NodeFilter",
+    "NodeScore",
+    "NormalizeScore",
+    "NormalizesSome",
+    "PostBind",
+    "PostFilter",
+    "PreBind",
+    "PreFilter",
+    "PreScore",
+    "Profile",
+    "Registry",
+    "Reserve",
+    "RowReasons",
+    "Score",
+    "StateKey",
+    "implements",
+    "registry",
+]
 
 MAX_NODE_SCORE = 100
 
-# The CycleState key under which a confirm hook leaves the placement that replaces the replica's
-# (the cpuset or device ids an agent enforces instead of the kubelet). Later confirm hooks are
-# given it instead of the replica's, and the scheduler applies it to the ledger before Reserve.
-PLACEMENT_OVERRIDE_KEY = "placement-override"
+T = TypeVar("T")
+
+
+class StateKey(Generic[T]):
+    """A typed :class:`CycleState` entry, owned by the plugin (or the framework) that writes it.
+
+    Keys compare by identity: two keys with one name are two entries.
+    """
+
+    __slots__ = ("name", "owner")
+
+    def __init__(self, name: str, owner: str) -> None:
+        self.name = name
+        self.owner = owner
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.owner}/{self.name})"
+
+
+class CycleState(dict):
+    """Data plugins share within one scheduling cycle, keyed by :class:`StateKey`."""
+
+    def __init__(self, cluster: Cluster | None = None) -> None:
+        super().__init__()
+        if cluster is not None:
+            self[CLUSTER] = cluster
+
+    def read(self, key: StateKey[T]) -> T | None:
+        """The value written under ``key`` this cycle, or None."""
+        return self.get(key)
+
+    def write(self, key: StateKey[T], value: T) -> None:
+        """Write ``value`` under ``key``."""
+        self[key] = value
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """The cluster this cycle schedules onto (None in a bare state built by a test or helper)."""
+        return self.get(CLUSTER)
+
+
+# The framework's own keys. CLUSTER: the cluster the cycle runs on. PLACEMENT_OVERRIDE: where a
+# confirm hook leaves the placement that replaces the replica's (the cpuset or device ids an
+# agent enforces instead of the kubelet); later confirm hooks are given it instead of the
+# replica's, and the runner applies it to the ledger before the Reserve plugins run.
+CLUSTER: StateKey[Cluster] = StateKey("cluster", "framework")
+PLACEMENT_OVERRIDE: StateKey[Placement] = StateKey("placement-override", "framework")
+
+
+# ---- extension points --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class PreFilter(Protocol):
+    """Reads the pod once per cycle."""
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status: ...
+
+
+@runtime_checkable
+class Filter(Protocol):
+    """The batch filter over table rows."""
+
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]: ...
+
+
+@runtime_checkable
+class FewRowsFilter(Protocol):
+    """The batch filter's verdicts for a few rows, in plain Python."""
+
+    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]: ...
+
+
+@runtime_checkable
+class NodeFilter(Protocol):
+    """One node's verdict with its code (the reference semantics)."""
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status: ...
+
+
+@runtime_checkable
+class PostFilter(Protocol):
+    """When no node fits: may nominate one (preemption)."""
+
+    def post_filter(self, state: CycleState, pod: Pod, reasons: Mapping[str, int]) -> tuple[str | None, Status]: ...
+
+
+@runtime_checkable
+class PreScore(Protocol):
+    """Once before scoring the feasible rows."""
+
+    def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status: ...
+
+
+@runtime_checkable
+class Score(Protocol):
+    """The batch score over table rows, 0..MAX_NODE_SCORE (raw for a NormalizeScore plugin)."""
+
+    def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class FewRowsScore(Protocol):
+    """The batch score for a few rows, in plain Python."""
+
+    def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]: ...
+
+
+@runtime_checkable
+class NodeScore(Protocol):
+    """One node's score (plugins without a batch form)."""
+
+    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int: ...
+
+
+@runtime_checkable
+class NormalizeScore(Protocol):
+    """Raw scores normalized over the feasible rows, for the pods that need it."""
+
+    def normalize_scores(self, state: CycleState, pod: Pod, raw: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class NormalizesSome(Protocol):
+    """A NormalizeScore plugin that normalizes only some pods' scores (without it: every pod's)."""
+
+    def normalizes(self, state: CycleState, pod: Pod) -> bool: ...
+
+
+@runtime_checkable
+class Reserve(Protocol):
+    """Reserve and Unreserve (Unreserve gives back exactly what Reserve took)."""
+
+    def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> None: ...
+
+
+@runtime_checkable
+class Confirm(Protocol):
+    """After the replica admitted the pod: accept its placement, refuse, or write PLACEMENT_OVERRIDE."""
+
+    def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status: ...
+
+
+@runtime_checkable
+class PreBind(Protocol):
+    """Before binding; a refusal makes the caller unreserve."""
+
+    def pre_bind(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement | None) -> Status: ...
+
+
+@runtime_checkable
+class Bind(Protocol):
+    """The API requests that bind the pod."""
+
+    def bind(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement | None) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class PostBind(Protocol):
+    """After the binding went through."""
+
+    def post_bind(self, state: CycleState, pod: Pod, node: NodeRecord) -> None: ...
+
+
+@runtime_checkable
+class Attach(Protocol):
+    """Once, when the runner is built on a cluster."""
+
+    def attach(self, cluster: Cluster, profile_name: str) -> None: ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """At the start of every cycle: the nodes whose answers changed with time alone."""
+
+    def advance(self, now: float) -> Iterable[str]: ...
+
+
+_DISABLED_CHECK: dict[type, tuple[str, ...]] = {}
+
+
+def implements(plugin: Any, point: type) -> bool:
+    """Whether ``plugin`` implements the extension point ``point`` (one of the Protocols above): it
+    has the point's methods and none of them is set to None (a subclass opting out)."""
+    if not isinstance(plugin, point):
+        return False
+    names = _DISABLED_CHECK.get(point)
+    if names is None:
+        names = _DISABLED_CHECK[point] = tuple(n for n in vars(point) if not n.startswith("_") and callable(vars(point)[n]))
+    return all(getattr(plugin, n) is not None for n in names)
 
 
 @dataclass(frozen=True)
@@ -60,10 +296,6 @@ class RowReasons(Sequence[str]):
         if isinstance(i, slice):
             return [self.texts[c] for c in self.codes[i].tolist()]
         return self.texts[int(self.codes[i])]
-
-
-class CycleState(dict):
-    """Data plugins share within one scheduling cycle (keyed by plugin name)."""
 
 
 PluginFactory = Callable[[Any], Any]  # args: a mapping, or the object a profile's args parser returned

@@ -3,11 +3,10 @@
 :meth:`Scheduler.schedule` decides over every node and keeps only the counts of its reasons. An
 extender must answer for exactly the nodes it is given, tell an ``Unschedulable`` node from an
 ``UnschedulableAndUnresolvable`` one, and reserve on a node of kube-scheduler's choosing at bind.
-The Scheduler has no public method for that yet, so this module reaches into it, narrowly:
-``_clocks`` (the plugins' ``advance``), ``_state`` (PreFilter, cached per pod shape),
-and ``_reserve`` (Reserve plus the plugins' exact ``confirm``). What the
-Scheduler should gain instead is written down in docs/kube/extender.md ("What the Scheduler
-should gain").
+It runs the profile's framework runner (``scheduler.runner``): ``advance`` (the Clock plugins),
+``pre_filter`` (PreFilter, cached per pod shape), ``filter_node`` (the per-node filter chain) and
+``reserve`` (Reserve with the post-Reserve confirmation), and :meth:`Scheduler.evaluate` over
+exactly the given rows.
 
 The vectorised filters say which nodes refuse; why, and whether it is ``Unschedulable`` or
 ``UnschedulableAndUnresolvable``, is asked of the profile's per-node filters (the reference
@@ -87,11 +86,9 @@ def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
     refusal (a malformed annotation is UnschedulableAndUnresolvable) applies to every node.
     ``cache`` keeps refusals between calls (see :class:`RefusalCache`).
     """
-    for advance in scheduler._clocks:
-        for name in advance(now):
-            scheduler.table.mark_dirty(name)
+    scheduler.runner.advance(now)
     key = scheduler.shape(pod)
-    state, status = scheduler._state(pod, key)
+    state, status = scheduler.runner.pre_filter(pod, key)
     table = scheduler.table
     table.refresh()
     live = table.view("live")
@@ -128,12 +125,10 @@ def _refusal(scheduler: Scheduler, state: CycleState, pod: Pod, name: str, reaso
 
     A plugin's Error is reported as Unschedulable: the extender protocol has no per-node error.
     """
-    record = scheduler.cluster.nodes[name]
-    for plugin in scheduler.profile.filters:
-        verdict = plugin.filter(state, pod, record)
-        if not verdict.is_success:
-            code = verdict.code if verdict.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else Code.UNSCHEDULABLE
-            return Status(code, verdict.reasons or (reason,), verdict.plugin or plugin.name)
+    verdict, plugin = scheduler.runner.filter_node(state, pod, scheduler.cluster.nodes[name])
+    if not verdict.is_success:
+        code = verdict.code if verdict.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else Code.UNSCHEDULABLE
+        return Status(code, verdict.reasons or (reason,), verdict.plugin or plugin)
     return Status.unschedulable(reason, plugin="toposched")
 
 
@@ -167,7 +162,7 @@ def reserve_on(scheduler: Scheduler, evaluation: Evaluation, node: str, now: flo
 
 def _reserve(scheduler: Scheduler, evaluation: Evaluation, node: str, now: float) -> Placement | None:
     pod = evaluation.pod
-    refused = scheduler._reserve(evaluation.state, pod, node, now)
+    refused = scheduler.runner.reserve(evaluation.state, pod, node, now)
     if refused is not None:
         del evaluation.feasible[node]
         evaluation.refused[node] = Status.unschedulable(refused, plugin="toposched")

@@ -16,13 +16,16 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.scheduler.cluster import NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.nodes import untolerated_taint
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
 from toposched.workload import Pod
 
 __all__ = ["NodeAffinity", "NodeResourcesFit", "NodeUnschedulable", "TaintToleration"]
+
+# NodeResourcesFit's PreFilter: the pod's effective requests above zero.
+_FIT_REQUESTS: StateKey[dict[str, int]] = StateKey("requests", "NodeResourcesFit")
 
 # Upstream's defaults for a container that requests nothing, used only when scoring.
 _NON_ZERO = {"cpu": 100, "memory": 200 * 2**20}
@@ -160,13 +163,13 @@ class NodeResourcesFit:
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         requests = pod.effective_requests()
-        state[self.name] = {k: v for k, v in requests.items() if v > 0}
+        state[_FIT_REQUESTS] = {k: v for k, v in requests.items() if v > 0}
         return Status.success()
 
     def _requests(self, state: CycleState, pod: Pod) -> dict[str, int]:
-        if self.name not in state:
+        if _FIT_REQUESTS not in state:
             self.pre_filter(state, pod)
-        return state[self.name]
+        return state[_FIT_REQUESTS]
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         allocatable = node.spec.allocatable or (node.model.allocatable if node.model else {})

@@ -29,7 +29,7 @@ bind policy says how they are bound. In the cycle:
   replica's cpusets. Where they break the policy (a split core, a shared exclusive core), on an
   agent-managed node it computes the cpuset the agent should enforce instead with
   :func:`take_cpus`, first within the container's NUMA nodes, and records the replacement
-  :class:`Placement` in the cycle state under :data:`PLACEMENT_OVERRIDE_KEY`; on a
+  :class:`Placement` in the cycle state under :data:`PLACEMENT_OVERRIDE`; on a
   kubelet-managed node a required policy the kubelet would break refuses the node.
 * The scheduler applies that replacement to the replica and the ledger before Reserve
   (``Cluster.replace_placement``), so the later confirm hooks, the decision, the next pods' view
@@ -53,7 +53,7 @@ from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import PLACEMENT_OVERRIDE_KEY, CycleState, registry
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, StateKey, registry
 from toposched.scheduler.intent import (
     FULL_PCPUS,
     KOORDINATOR_RESOURCE_SPEC,
@@ -68,6 +68,7 @@ from toposched.scheduler.intent import (
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import CPUOrchestrationArgs, plugin_args
+from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.row_memo import RowMemo
 from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
@@ -85,7 +86,7 @@ __all__ = [
     "MOST_ALLOCATED",
     "NODE_FULL_PCPUS_ONLY",
     "NODE_SPREAD_BY_PCPUS",
-    "PLACEMENT_OVERRIDE_KEY",
+    "PLACEMENT_OVERRIDE",
     "CPUOrchestration",
     "CPUTakeError",
     "FlaggedNodes",
@@ -657,6 +658,9 @@ class _Request:
         return bool(self.containers)
 
 
+_REQUEST: StateKey[_Request] = StateKey("request", "CPUOrchestration")
+
+
 @dataclass(frozen=True, slots=True)
 class _NodeInfo:
     """What a node says about CPU binding, or why it cannot be read."""
@@ -720,16 +724,15 @@ class CPUOrchestration:
         return request.refusal or Status.success()
 
     def _request(self, state: CycleState, pod: Pod) -> _Request:
-        key = f"{self.name}.request"
-        request = state.get(key)
+        request = state.get(_REQUEST)
         if request is None:
-            request = state[key] = self._read(state, pod)
+            request = state[_REQUEST] = self._read(state, pod)
         return request
 
     def _read(self, state: CycleState, pod: Pod) -> _Request:
         try:
             # NUMAAlignment reads the intent with Koordinator's default, FullPCPUs: reuse it when ours is the same.
-            shared = state.get("PodIntent") if self.default_policy in ("", FULL_PCPUS) else None
+            shared = state.get(POD_INTENT) if self.default_policy in ("", FULL_PCPUS) else None
             intent = shared or pod_intent(pod, default_cpu_bind_policy=self.default_policy or FULL_PCPUS)
         except InputError as err:
             return _Request(None, refusal=Status.unresolvable(str(err), plugin=self.name))
@@ -972,7 +975,7 @@ class CPUOrchestration:
     def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
         """Check the replica's cpusets against the policy; on an agent-managed node, compute the ones to enforce.
 
-        A replacement placement (only when it differs) is left in ``state[PLACEMENT_OVERRIDE_KEY]``
+        A replacement placement (only when it differs) is left in ``state[PLACEMENT_OVERRIDE]``
         and applied by the scheduler before Reserve. Unschedulable when the policy is required and no cpuset
         on the node meets it.
         """
@@ -1002,7 +1005,7 @@ class CPUOrchestration:
                 blocked = blocked | chosen
         if changed:
             numa_nodes = frozenset().union(*(c.numa_nodes for c in containers.values()))
-            state[PLACEMENT_OVERRIDE_KEY] = Placement(placement.node, numa_nodes, containers)
+            state[PLACEMENT_OVERRIDE] = Placement(placement.node, numa_nodes, containers)
         return Status.success()
 
     def _choose(self, verdict: _Verdict, intent: PodIntent, machine: Machine, given: ContainerPlacement, count: int,

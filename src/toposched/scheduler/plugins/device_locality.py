@@ -35,16 +35,20 @@ from toposched.devices.koordinator import DEVICE_ALLOCATED, format_device_alloca
 from toposched.errors import InputError
 from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
 from toposched.scheduler.cluster import NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, PLACEMENT_OVERRIDE_KEY, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, PLACEMENT_OVERRIDE, CycleState, StateKey, registry
 from toposched.scheduler.intent import DeviceScope, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import ENFORCEMENT_AGENT, device_enforcement
 from toposched.scheduler.plugins.gpu_share import gpus_with_shares, node_gpu_state
+from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
 __all__ = ["DeviceLocality", "achieved_level", "free_devices"]
+
+# DeviceLocality's PreFilter: the pod's device requests and its device scope.
+_REQUEST: StateKey[tuple[dict[str, int], Any]] = StateKey("request", "DeviceLocality")
 
 _LEVEL_SCORE = {LEVEL_PCIE: MAX_NODE_SCORE, LEVEL_NUMA: MAX_NODE_SCORE // 2, LEVEL_NODE: 0}
 _MAX_CHOICES = 65536
@@ -94,11 +98,11 @@ class DeviceLocality:
         return Status.success()
 
     def _request(self, state: CycleState, pod: Pod) -> tuple[dict[str, int], DeviceScope | None]:
-        known = state.get(self.name)
+        known = state.get(_REQUEST)
         if known is None:
             request = {r: n for r, n in pod_device_requests(pod).items() if n > 0 and "/" in r}
-            intent = state.get("PodIntent") or pod_intent(pod)
-            known = state[self.name] = (request, intent.device_scope)
+            intent = state.get(POD_INTENT) or pod_intent(pod)
+            known = state[_REQUEST] = (request, intent.device_scope)
         return known
 
     def _choice(self, state: CycleState, pod: Pod, node: NodeRecord) -> DeviceChoice | None:
@@ -225,7 +229,7 @@ class DeviceLocality:
         Each container's devices come from its NUMA nodes (the Topology Manager's decision),
         among the ids no other pod holds and, for GPUs, that hold no shares; the choice packs
         (whole switches and NUMA nodes stay free) and meets the pod's scope. The replacement is
-        left in ``state[PLACEMENT_OVERRIDE_KEY]`` with Koordinator's ``device-allocated`` for
+        left in ``state[PLACEMENT_OVERRIDE]`` with Koordinator's ``device-allocated`` for
         the node's agent (written even where the choice is the kubelet's: the agent applies
         what the pod says); a required scope no choice meets refuses the node.
         """
@@ -262,7 +266,7 @@ class DeviceLocality:
         if entries:
             extra[DEVICE_ALLOCATED] = format_device_allocated(entries)
         replaced = dataclasses.replace(placement, containers=containers, extra_annotations=extra)
-        state[PLACEMENT_OVERRIDE_KEY] = replaced
+        state[PLACEMENT_OVERRIDE] = replaced
         return replaced
 
     def _joint(self, request: Mapping[str, int], scope: DeviceScope, inventory: DeviceInventory) -> tuple[str, ...]:

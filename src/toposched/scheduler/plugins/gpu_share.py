@@ -45,7 +45,7 @@ from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.names import GPU_MODEL_LABEL, KOORDINATOR_GPU
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, registry
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
 from toposched.scheduler.status import Status
@@ -54,6 +54,14 @@ from toposched.topology.model import DeviceKind
 from toposched.workload import Pod
 
 __all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "gpus_with_shares", "node_gpu_state", "shares_gpu"]
+
+# GPUShare's cycle state: the pod's share request (None for a pod without shares), its requests of
+# whole devices, the pod as the packing policies see it per smallest GPU size, and the share
+# chosen at confirm for Reserve to record (node, allocation).
+_SHARE_REQUEST: StateKey[Any] = StateKey("request", "GPUShare")
+_WHOLE: StateKey[tuple[tuple[str, int], ...]] = StateKey("whole", "GPUShare")
+_TASKS: StateKey[dict[int, Any]] = StateKey("tasks", "GPUShare")
+_CHOICE: StateKey[tuple[str, Any]] = StateKey("choice", "GPUShare")
 
 
 _SHARE_PREFIX = KOORDINATOR_GPU
@@ -265,10 +273,9 @@ class GPUShare:
         return Status.success()
 
     def _request(self, state: CycleState, pod: Pod) -> Any:
-        key = f"{self.name}.request"
-        if key not in state:
-            state[key] = pod_gpu_request(pod) if shares_gpu(pod) else None
-        return state[key]
+        if _SHARE_REQUEST not in state:
+            state[_SHARE_REQUEST] = pod_gpu_request(pod) if shares_gpu(pod) else None
+        return state[_SHARE_REQUEST]
 
     def _host(self, node: NodeRecord, pod: Pod) -> Host:
         requests = pod.effective_requests()
@@ -285,7 +292,7 @@ class GPUShare:
 
     def _choose(self, state: CycleState, pod: Pod, node: NodeRecord, numa: frozenset[int] = frozenset()) -> Any:
         request = self._request(state, pod)
-        known = self._gpus(state.get("cluster"), node)
+        known = self._gpus(state.cluster, node)
         gpus, busy = known.state, known.busy
         candidates = [d.id for d in gpus.devices if d.id not in busy and (not numa or d.numa is None or d.numa in numa)]
         return gpus.choose(request, candidates=candidates, policy=self._policy(), host=self._host(node, pod),
@@ -295,11 +302,10 @@ class GPUShare:
 
     def _whole(self, state: CycleState, pod: Pod) -> tuple[tuple[str, int], ...]:
         """The pod's requests of extended resources other than shares (whole GPUs among them)."""
-        key = f"{self.name}.whole"
-        if key not in state:
-            state[key] = tuple(sorted((r, n) for r, n in pod.effective_requests().items()
+        if _WHOLE not in state:
+            state[_WHOLE] = tuple(sorted((r, n) for r, n in pod.effective_requests().items()
                                       if n > 0 and "/" in r and not r.startswith(_SHARE_PREFIX)))
-        return state[key]
+        return state[_WHOLE]
 
     def _whole_fits(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """A whole-GPU pod passes unless every pick the kubelet could make holds a GPU with shares.
@@ -318,7 +324,7 @@ class GPUShare:
             free = devices.available(resource)
             if len(free) < count:
                 continue  # too few at all: NodeResourcesFit says so
-            shared = self._gpus(state.get("cluster"), node).shared
+            shared = self._gpus(state.cluster, node).shared
             clean = len(free - shared) if shared else len(free)
             if clean < count:
                 return Status.unschedulable(
@@ -332,7 +338,7 @@ class GPUShare:
         request = self._request(state, pod)
         if request is None:
             return self._whole_fits(state, pod, node)
-        known = self._gpus(state.get("cluster"), node)
+        known = self._gpus(state.cluster, node)
         gpus, busy = known.state, known.busy
         fitting = gpus.count_fitting(request, busy)
         if fitting >= request.count:
@@ -440,15 +446,17 @@ class GPUShare:
 
     def _task(self, state: CycleState, pod: Pod, smallest: int) -> Task:
         """The pod as the policies see it on a node whose smallest GPU has ``smallest`` bytes (kept per cycle)."""
-        key = f"{self.name}.task.{smallest}"
-        task = state.get(key)
+        tasks = state.get(_TASKS)
+        if tasks is None:
+            tasks = state[_TASKS] = {}
+        task = tasks.get(smallest)
         if task is None:
             request = self._request(state, pod)
             requests = pod.effective_requests()
             if request is None:  # a pod without GPUs (see _scores_gpu_less)
-                task = state[key] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0))
+                task = tasks[smallest] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0))
                 return task
-            task = state[key] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
+            task = tasks[smallest] = Task(cpu=requests.get("cpu", 0), memory=requests.get("memory", 0),
                                      gpu_milli=min(MILLI, request.milli_on(smallest)), num_gpu=request.count)
         return task
 
@@ -474,7 +482,7 @@ class GPUShare:
             taken = {i for ids in placement.devices().values() for i in ids}
             if not taken:
                 return Status.success()  # the common case: a pod without devices clashes with nothing
-            clash = self._gpus(state.get("cluster"), node).shared & taken
+            clash = self._gpus(state.cluster, node).shared & taken
             if clash:
                 return Status.unschedulable(f"the node's kubelet would hand out GPU {sorted(clash)[0]}, which holds "
                                             f"shares of other pods", plugin=self.name)
@@ -482,17 +490,20 @@ class GPUShare:
         choice, _ = self._choose(state, pod, node, placement.numa_nodes)
         if isinstance(choice, Refusal):
             return Status.unschedulable(f"{choice.reason} on the pod's NUMA nodes", plugin=self.name)
-        state[f"{self.name}.choice"] = (node.name, choice)
+        state[_CHOICE] = (node.name, choice)
         return Status.success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> None:
+        """Nothing to give back here: the share leaves with the pod's ledger entry (``Cluster.forget``)."""
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Record the share in the ledger and in the pod's placement (devices and device-allocated)."""
-        chosen = state.pop(f"{self.name}.choice", None)
+        chosen = state.pop(_CHOICE, None)
         if chosen is None or chosen[0] != node.name:
             return Status.success()
         allocation: GPUAllocation = chosen[1]
         entry = node.pods[pod.uid or pod.key]
-        cluster = state.get("cluster")
+        cluster = state.cluster
         before = self._gpus(cluster, node).state
         entry.extras[self.name] = allocation
         # The new state is the old one with this allocation taken (what node_gpu_state would

@@ -23,10 +23,11 @@ from toposched.kubelet.device_manager import container_device_requests, pod_devi
 from toposched.kubelet.memory_manager import pod_requested_memory
 from toposched.names import KOORDINATOR_RESOURCE_PREFIX
 from toposched.scheduler.cluster import NodeRecord, placement_of
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, registry
 from toposched.scheduler.intent import (
     SOURCE_KUBELET_CONFIG,
     NodePolicy,
+    PodIntent,
     effective_policy,
     node_topology_policy,
     pod_intent,
@@ -35,7 +36,7 @@ from toposched.scheduler.status import Status
 from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues
 from toposched.workload import GUARANTEED, Container, Pod
 
-__all__ = ["AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request"]
+__all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request"]
 
 _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
@@ -86,6 +87,13 @@ class AlignedRequest:
         return out
 
 
+# Written by NUMAAlignment's PreFilter (or the first reader): the pod's intent (its NUMA and
+# CPU-bind policies, exclusive CPUs) and its aligned request; CPUOrchestration, ZoneCapacity,
+# DeviceLocality and ScarcityScore read them.
+POD_INTENT: StateKey[PodIntent] = StateKey("PodIntent", "NUMAAlignment")
+ALIGNED_REQUEST: StateKey[AlignedRequest] = StateKey("AlignedRequest", "NUMAAlignment")
+
+
 def _aligned_by(resource: str) -> str:
     """The manager that aligns a resource: "cpu" (static CPU manager), "memory" (Static memory manager) or ""."""
     if resource == "cpu":
@@ -106,9 +114,9 @@ def _is_device(resource: str) -> bool:
 
 def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
     """The pod's aligned request, computed once per cycle."""
-    request = state.get("AlignedRequest")
+    request = state.get(ALIGNED_REQUEST)
     if request is None:
-        request = state["AlignedRequest"] = AlignedRequest(pod)
+        request = state[ALIGNED_REQUEST] = AlignedRequest(pod)
     return request
 
 
@@ -160,14 +168,14 @@ class NUMAAlignment:
         pass
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        state["PodIntent"] = pod_intent(pod)
+        state[POD_INTENT] = pod_intent(pod)
         aligned_request(state, pod)
         return Status.success()
 
     def _intent(self, state: CycleState, pod: Pod) -> Any:
-        if "PodIntent" not in state:
+        if POD_INTENT not in state:
             self.pre_filter(state, pod)
-        return state["PodIntent"]
+        return state[POD_INTENT]
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Exact: the node's replica admits the pod (on trial) and the result meets the pod's policy."""
@@ -195,7 +203,7 @@ class NUMAAlignment:
     def _zones_allow(self, state: CycleState, pod: Pod, node: NodeRecord, policy: str) -> Status | None:
         """The necessary condition on the corrected zone availability, for one node."""
         request = aligned_request(state, pod)
-        cluster = state.get("cluster")
+        cluster = state.cluster
         if cluster is None or node.name not in cluster.nodes:
             return None
         zones = cluster.zone_available(node.name)

@@ -126,7 +126,7 @@ class ScarcityScore:
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Observe the placed pod (it reserves nothing)."""
-        self._observe(pod, state.get("cluster"))
+        self._observe(pod, state.cluster)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> None:
@@ -134,7 +134,7 @@ class ScarcityScore:
 
     def post_filter(self, state: CycleState, pod: Pod, reasons: Mapping[str, int]) -> tuple[None, Status]:
         """Observe a pod no node could take (the demanding pods that wait are the ones to learn); nominates nothing."""
-        self._observe(pod, state.get("cluster"))
+        self._observe(pod, state.cluster)
         return None, Status.unschedulable("", plugin=self.name)
 
     # ---- scoring -------------------------------------------------------------------------------

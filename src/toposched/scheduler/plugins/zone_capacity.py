@@ -52,10 +52,11 @@ from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
 from toposched.names import CPU_CAPACITY_ATTRIBUTE
 from toposched.quantity import canonical_units, format_cpu
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, registry
 from toposched.scheduler.intent import NodePolicy, effective_policy, node_topology_policy, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import FlaggedNodes
+from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.rows import filter_rows, refusals
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
@@ -164,6 +165,9 @@ class _Demand:
         return self.exclusive + self.shared
 
 
+_DEMAND: StateKey[_Demand] = StateKey("demand", "ZoneCapacity")
+
+
 @registry.register
 class ZoneCapacity:
     """A NUMA zone's ``toposched.io/cpu-capacity`` attribute caps the CPU its pods take; see the module notes."""
@@ -180,11 +184,10 @@ class ZoneCapacity:
     # ---- reading
 
     def _demand(self, state: CycleState, pod: Pod) -> _Demand:
-        key = f"{self.name}.demand"
-        demand = state.get(key)
+        demand = state.get(_DEMAND)
         if demand is None:
             # The kubelet's rule for exclusive CPUs, as NUMAAlignment's PreFilter already read it this cycle.
-            intent = state.get("PodIntent")
+            intent = state.get(POD_INTENT)
             if intent is not None:
                 counts, peak = intent.exclusive_cpus, intent.pod_exclusive_cpus
             else:
@@ -194,7 +197,7 @@ class ZoneCapacity:
             # Where a Guaranteed pod's memory or any pod's devices are pinned, its shared-pool CPU
             # follows them to NUMA nodes known only after Reserve.
             devices = any("/" in resource for resource in pod.effective_requests())
-            demand = state[key] = _Demand(peak * 1000, max(counts.values(), default=0) * 1000, shared,
+            demand = state[_DEMAND] = _Demand(peak * 1000, max(counts.values(), default=0) * 1000, shared,
                                           pod.qos_class == GUARANTEED, devices)
         return demand
 
