@@ -14,6 +14,8 @@ by the Protocols they satisfy once, when it is built (no lookup per cycle).
   :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its code:
   Unschedulable or UnschedulableAndUnresolvable; ``explain`` and the extender's refusals).
   A plugin without a batch form (NodeResourceTopologyMatch) is run node by node.
+  :class:`KeyedFilter` ``filter_key(state, pod)``: what of the pod the verdicts read, so they are
+  kept per key for every row and recomputed only where a node changed (likewise :class:`KeyedScore`).
 * :class:`PostFilter` ``post_filter(state, pod, reasons) -> (nominated node or None, Status)``.
 * :class:`PreScore` ``pre_score(state, pod, rows) -> Status``.
 * :class:`Score` ``score_all(state, pod, table, rows) -> int[rows]`` (0..``MAX_NODE_SCORE``);
@@ -37,7 +39,7 @@ next to the plugin that writes it, and readers import that key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -64,6 +66,8 @@ __all__ = [
     "FewRowsFilter",
     "FewRowsScore",
     "Filter",
+    "KeyedFilter",
+    "KeyedScore",
     "NodeFilter",
     "NodeScore",
     "NormalizeScore",
@@ -152,6 +156,14 @@ class Filter(Protocol):
 
 
 @runtime_checkable
+class KeyedFilter(Protocol):
+    """A batch filter whose verdict and reason on a row depend on that row and ``filter_key`` alone
+    (None: no key for this pod); the runner then keeps its verdicts per key, updated at changed rows."""
+
+    def filter_key(self, state: CycleState, pod: Pod) -> Hashable | None: ...
+
+
+@runtime_checkable
 class FewRowsFilter(Protocol):
     """The batch filter's verdicts for a few rows, in plain Python."""
 
@@ -184,6 +196,13 @@ class Score(Protocol):
     """The batch score over table rows, 0..MAX_NODE_SCORE (raw for a NormalizeScore plugin)."""
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class KeyedScore(Protocol):
+    """A batch score whose value on a row depends on that row and ``score_key`` alone (None: no key)."""
+
+    def score_key(self, state: CycleState, pod: Pod) -> Hashable | None: ...
 
 
 @runtime_checkable

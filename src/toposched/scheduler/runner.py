@@ -32,6 +32,8 @@ from toposched.scheduler.framework import (
     FewRowsFilter,
     FewRowsScore,
     Filter,
+    KeyedFilter,
+    KeyedScore,
     NodeFilter,
     NormalizeScore,
     NormalizesSome,
@@ -91,6 +93,8 @@ class Runner:
         self.exact = profile.exact
         self.batch_filter = [implements(p, Filter) for p in self.filters]
         self.batch_score = [implements(p, Score) for p in scorers]
+        self.keyed_filter = [b and implements(p, KeyedFilter) for p, b in zip(self.filters, self.batch_filter)]
+        self.keyed_score = [b and implements(p, KeyedScore) for p, b in zip(scorers, self.batch_score)]
         # Each filter and score as one call over a few rows: the plugin's own few form, else derived.
         self.filters_few: list[FewFilter] = [self._few_filter(p) for p in self.filters]
         self.scores_few: list[FewScore] = [self._few_score(p) for p in scorers]
@@ -171,6 +175,14 @@ class Runner:
             if not status.is_success:
                 ok[i], reasons[i] = False, status.message or status.code.label
         return ok, reasons
+
+    def filter_key(self, index: int, state: CycleState, pod: Pod) -> Any:
+        """Filter ``index``'s key for this pod (:class:`~toposched.scheduler.framework.KeyedFilter`), or None."""
+        return self.filters[index].filter_key(state, pod) if self.keyed_filter[index] else None
+
+    def score_key(self, index: int, state: CycleState, pod: Pod) -> Any:
+        """Score plugin ``index``'s key for this pod (:class:`~toposched.scheduler.framework.KeyedScore`), or None."""
+        return self.scores[index][0].score_key(state, pod) if self.keyed_score[index] else None
 
     def score_rows(self, index: int, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         """Score plugin ``index`` of the profile over ``rows`` (raw): its batch form, else its per-node form."""

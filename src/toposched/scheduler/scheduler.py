@@ -27,6 +27,7 @@ from toposched.errors import InputError
 from toposched.names import KOORDINATOR_SCHEDULING_PREFIX, TOPOSCHED_PREFIX
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import CycleState, Profile, RowReasons
+from toposched.scheduler.keyed import KeyedRows
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.runner import Runner
 from toposched.scheduler.status import Code, Status
@@ -91,6 +92,9 @@ class Scheduler:
         self._reasons: list[str] = []
         self._reason_ids: dict[str, int] = {}
         self.runner = Runner(cluster, profile, self.table, cache_size=cache_size)
+        # Per keyed filter and score (by position): its answer for every row, per key of the pod.
+        self._keyed_filters = [KeyedRows(self.table) for _ in self.runner.filters]
+        self._keyed_scores = [KeyedRows(self.table) for _ in self.runner.scores]
 
     def schedule(self, pod: Pod, now: float) -> Decision:
         """Find a node for ``pod`` and reserve its exact placement there, or say why none fits.
@@ -238,6 +242,15 @@ class Scheduler:
         for index in range(len(self.runner.filters)):
             if not len(pending):
                 break
+            key = self.runner.filter_key(index, state, pod)
+            if key is not None:
+                codes = self._keyed_filters[index].values(
+                    key, lambda at, index=index: self._filter_codes(index, state, pod, at))[rows[pending]]
+                mask = codes < 0
+                if not mask.all():
+                    verdict[pending[~mask]] = codes[~mask]
+                    pending = pending[mask]
+                continue
             mask, reason = self.runner.filter_rows(index, state, pod, rows[pending])
             if not mask.all():
                 refused = ~mask
@@ -257,12 +270,40 @@ class Scheduler:
                     verdict[pending] = self._reason_index(status.message or status.code.label)
                     return verdict, total, raws
             for i, (_, weight) in enumerate(self.runner.scores):
-                scores = self.runner.score_rows(i, state, pod, rows[pending])
+                key = self.runner.score_key(i, state, pod)
+                if key is not None:
+                    scores = self._keyed_scores[i].values(
+                        key, lambda at, i=i: self._score_values(i, state, pod, at))[rows[pending]]
+                else:
+                    scores = self.runner.score_rows(i, state, pod, rows[pending])
                 if i in raws:
                     raws[i][pending] = scores
                 else:
                     total[pending] += weight * scores
         return verdict, total, raws
+
+    def _filter_codes(self, index: int, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        """Filter ``index`` on ``rows``: per row the index of its reason, or _FEASIBLE (few rows in plain Python)."""
+        if len(rows) <= self.few_rows:
+            reasons = self.runner.filters_few[index](state, pod, rows.tolist())
+            return np.array([_FEASIBLE if r is None else self._reason_index(r) for r in reasons], dtype=np.int64)
+        mask, reason = self.runner.filter_rows(index, state, pod, rows)
+        codes = np.full(len(rows), _FEASIBLE, dtype=np.int64)
+        refused = ~mask
+        if isinstance(reason, str):
+            codes[refused] = self._reason_index(reason)
+        elif isinstance(reason, RowReasons):
+            lut = np.array([self._reason_index(t) for t in reason.texts], dtype=np.int64)
+            codes[refused] = lut[reason.codes[refused]]
+        else:
+            codes[refused] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
+        return codes
+
+    def _score_values(self, index: int, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        """Score plugin ``index`` on ``rows`` (raw; few rows in plain Python)."""
+        if len(rows) <= self.few_rows:
+            return np.array(self.runner.scores_few[index](state, pod, rows.tolist()), dtype=np.int64)
+        return self.runner.score_rows(index, state, pod, rows)
 
     def _evaluate_few(self, state: CycleState, pod: Pod, rows: list[int],
                       normalizing: tuple[int, ...]) -> tuple[list[int], list[int], dict[int, list[int]]]:

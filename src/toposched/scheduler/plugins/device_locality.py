@@ -120,6 +120,14 @@ class DeviceLocality:
             choice = self._choices[key] = choose_devices(node.inventory, request, free, scope=scope)
         return choice
 
+    def filter_key(self, state: CycleState, pod: Pod) -> Any:
+        """The filter and score read the pod's device request and device scope, nothing else; no key
+        for a pod without devices (its answers cost nothing)."""
+        request, scope = self._request(state, pod)
+        return (tuple(sorted(request.items())), scope) if request else None
+
+    score_key = filter_key
+
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """The node's free devices admit a choice within the pod's required scope.
 

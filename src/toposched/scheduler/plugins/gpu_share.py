@@ -332,6 +332,10 @@ class GPUShare:
                     f"hold no shares of other pods", plugin=self.name)
         return Status.success()
 
+    def filter_key(self, state: CycleState, pod: Pod) -> Any:
+        """The filter reads the pod's share request and its whole-device requests, nothing else."""
+        return self._request(state, pod), self._whole(state, pod)
+
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Some GPU (or ``count`` of them) of the node has the share free; a whole-GPU pod cannot be
         given a GPU holding shares."""
