@@ -16,6 +16,7 @@ Every process runs in its own process group and is stopped with it (SIGTERM, the
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -101,19 +102,15 @@ class Process:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to the whole process group (no-op once it is gone)."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM the group, SIGKILL it after ``grace`` seconds, and reap the process."""
         if self.running:
             self.kill(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill(signal.SIGKILL)
         self.popen.wait()
 

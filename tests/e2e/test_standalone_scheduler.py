@@ -129,4 +129,4 @@ def test_two_replicas_one_killed_mid_burst_bind_every_pod_once_and_no_cpu_twice(
         assert placement["node"] == pod["spec"]["nodeName"]
         assert len(placement["numaNodes"]) == 1 and exact_cpus(pod)  # aligned, exact CPUs
     per_node = {n: sum(1 for p in bound if p["spec"]["nodeName"] == n) for n in nodes}
-    assert per_node == {n: 7 for n in nodes}
+    assert per_node == dict.fromkeys(nodes, 7)

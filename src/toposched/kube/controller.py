@@ -422,9 +422,8 @@ class Controller:
 
     def step(self, timeout_seconds: float = 0.0) -> None:
         """Read the source when due (then re-merge all), and run one list-or-watch round of NRTs."""
-        if self._next_read is None or self.clock() >= self._next_read:
-            if self.read_source():
-                self.reconcile_all()
+        if (self._next_read is None or self.clock() >= self._next_read) and self.read_source():
+            self.reconcile_all()
         self._reflector.step(timeout_seconds)
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 5.0) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from toposched.errors import InputError
@@ -33,7 +33,7 @@ _JITTER_FACTOR = 1.2  # client-go's JitterFactor: renew_deadline must exceed ret
 
 def micro_time(seconds: float) -> str:
     """A ``metav1.MicroTime`` in its wire form: RFC 3339 in UTC with six fractional digits."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

@@ -37,7 +37,7 @@ class LeaderElection:
     retry_period: float = 2.0
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None, source: str, *, namespace: str | None = None) -> "LeaderElection":
+    def from_config(cls, config: Mapping[str, Any] | None, source: str, *, namespace: str | None = None) -> LeaderElection:
         """Read ``config["leaderElection"]``; ``namespace`` (the pod's own) replaces the default namespace."""
         base = cls(resource_namespace=namespace or cls.resource_namespace)
         block = (config or {}).get("leaderElection")

@@ -25,7 +25,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -572,7 +572,7 @@ class JSONFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON; values JSON cannot hold are written with ``str``."""
-        stamp = datetime.fromtimestamp(record.created, tz=timezone.utc)
+        stamp = datetime.fromtimestamp(record.created, tz=UTC)
         out: dict[str, Any] = {
             "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z",
             "level": record.levelname.lower(),

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from toposched.errors import InputError
-from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kube.agent.kubelet_files import exclusive_cpus
+from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.node_report import active_pods
 from toposched.scheduler.placement import PLACEMENT_ANNOTATION, Placement
 from toposched.topology import CPUSet

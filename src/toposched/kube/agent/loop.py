@@ -22,6 +22,7 @@ from typing import Any
 
 from toposched.errors import InputError
 from toposched.kube.agent.cgroups import CgroupAction, enforce_placements
+from toposched.kube.agent.device_ids import match_device, read_nvidia_uuids
 from toposched.kube.agent.kubelet_files import (
     CONFIG_FILE,
     DEFAULT_KUBELET_DIR,
@@ -29,13 +30,12 @@ from toposched.kube.agent.kubelet_files import (
     read_kubelet_config,
     read_memory_state_file,
 )
-from toposched.kube.agent.device_ids import match_device, read_nvidia_uuids
 from toposched.kube.agent.podresources import DEFAULT_SOCKET, PodResourcesUnavailable, read_podresources
+from toposched.kube.client import NRTS, PODS, ApiError, KubeClient, NotFound
+from toposched.kube.controller import keep_controller_attributes
 from toposched.kubelet.description import DescribedDevice
 from toposched.node_report import node_report
 from toposched.topology.model import Machine
-from toposched.kube.client import NRTS, PODS, ApiError, KubeClient, NotFound
-from toposched.kube.controller import keep_controller_attributes
 from toposched.topology.sysfs import read_sysfs
 
 __all__ = ["Agent", "AgentStep", "FIELD_MANAGER"]
