@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from toposched.names import KOORDINATOR_SCHEDULING_GROUP, NRT_API_GROUP
+
 __all__ = [
     "CONFIGMAPS",
     "DEVICES",
@@ -67,8 +69,8 @@ NODES = Kind("", "v1", "Node", "nodes", False)
 EVENTS = Kind("", "v1", "Event", "events", True)
 CONFIGMAPS = Kind("", "v1", "ConfigMap", "configmaps", True)
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
-NRTS = Kind("topology.node.k8s.io", "v1alpha2", "NodeResourceTopology", "noderesourcetopologies", False)
-DEVICES = Kind("scheduling.koordinator.sh", "v1alpha1", "Device", "devices", False)  # koordlet's, where Koordinator runs
+NRTS = Kind(NRT_API_GROUP, "v1alpha2", "NodeResourceTopology", "noderesourcetopologies", False)
+DEVICES = Kind(KOORDINATOR_SCHEDULING_GROUP, "v1alpha1", "Device", "devices", False)  # koordlet's, where Koordinator runs
 KINDS: tuple[Kind, ...] = (PODS, NODES, EVENTS, CONFIGMAPS, LEASES, NRTS, DEVICES)
 
 
