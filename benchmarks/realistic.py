@@ -81,7 +81,7 @@ def kubelet_config(numa: int, rnd: random.Random) -> KubeletConfig:
 
 def build_cluster(n_nodes: int, seed: int, gpu_share: float = 0.1) -> Cluster:
     """``n_nodes`` nodes, hardware and kubelet drawn from ``seed``; ``gpu_share`` of them GPU servers."""
-    from toposched.sim.hardware import load_profile as hardware_profile
+    from toposched.sim.hardware import load_hardware_profile as hardware_profile
 
     rnd = random.Random(seed)
     machines = {numa: build_machine(numa) for numa in (1, 2, 4, 8)}
