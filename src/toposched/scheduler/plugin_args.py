@@ -429,7 +429,7 @@ def plugin_args(kind: type[_Args], args: Any, plugin: str) -> _Args:
     if isinstance(args, kind):
         return args
     try:
-        return kind.from_dict(dict(args or {}))  # type: ignore[attr-defined]
+        return kind.from_dict(args)  # type: ignore[attr-defined]
     except InputError as err:
         raise InputError(err.message, field=join(f"{plugin}.args", err.field)) from None
 
