@@ -76,7 +76,7 @@ class ScarcityScore:
         self.shape_version = 0
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
-        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
+        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
@@ -160,37 +160,41 @@ class ScarcityScore:
             # DeviceLocality judge (the FGD paper's measure): no opinion.
             return np.zeros(len(rows), dtype=np.int64)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
-        per_zone_all, totals_all, free_all = self._held_all(table, cols, needs)
+        per_zone_all, totals_all, free_all, before_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
-        per_zone, totals, free = per_zone_all[rows], totals_all[rows], free_all[rows]
+        totals, free, before = totals_all[rows], free_all[rows], before_all[rows]
         after_totals = totals
         request = aligned_request(state, pod).pod
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
-            req_cols = [table.zone_column(r) for r in zone_request]
+            req_cols = np.array([table.zone_column(r) for r in zone_request], dtype=np.int64)
             want = np.array(list(zone_request.values()), dtype=np.int64)
-            zfree = table.view("zfree")[rows]
+            zfree_all = table.view("zfree")
+            zones = np.arange(zfree_all.shape[1])
+            # Only the requested columns of the given rows are gathered, in one step.
+            asked = zfree_all[rows[:, None, None], zones[None, :, None], req_cols[None, None, :]]
             able = self._able(table)[rows]
-            fits = (zfree[:, :, req_cols] >= want).all(axis=2) & table.view("zvalid")[rows] & able[:, None]
+            fits = (asked >= want).all(axis=2) & table.view("zvalid")[rows] & able[:, None]
             picked = np.flatnonzero(fits.any(axis=1))
             if len(picked):
                 first = fits[picked].argmax(axis=1)
-                zone = zfree[picked, first, :].copy()  # the zone the kubelet would take, after the pod
+                at = rows[picked]
+                zone = zfree_all[at, first, :]  # the zone the kubelet would take, after the pod (a copy)
                 zone[:, req_cols] -= want
                 after_totals = totals.copy()
+                held_before = per_zone_all[at, first]
                 for k in range(len(self._target)):
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
-                    after_totals[picked, k] += held - per_zone[picked, first, k]
+                    after_totals[picked, k] += held - held_before[:, k]
         wants = pod.effective_requests()
         take = np.array([wants.get(r, 0) for r in _ZONE_RESOURCES], dtype=np.int64)
         after_free = np.maximum(free - take, 0)
         loss = np.zeros(len(rows), dtype=np.float64)
         for k in range(len(self._target)):
             need = needs[k]
-            before = np.minimum(totals[:, k], np.minimum(free[:, 0] // need[0], free[:, 1] // need[1]))
             after = np.minimum(after_totals[:, k], np.minimum(after_free[:, 0] // need[0], after_free[:, 1] // need[1]))
-            loss += weights[k] * need[0] * (before - after)
+            loss += weights[k] * need[0] * (before[:, k] - after)
         return np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
 
     @staticmethod
@@ -199,9 +203,10 @@ class ScarcityScore:
         return table.view("topology") & table.view("cpu_static") & table.view("live")
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For every row: per zone and target shape the pods it holds, their totals per shape, free CPU and
-        memory. Kept per target version and brought up to date for the rows changed since."""
+        memory, and per shape the pods the row holds now (totals capped by its free CPU and memory).
+        Kept per target version and brought up to date for the rows changed since."""
         node_cols = [table.resource_column(r) for r in _ZONE_RESOURCES]
         size = table.size
         cached = self._vector
@@ -213,8 +218,9 @@ class ScarcityScore:
             per_zone = np.zeros((size, table.max_zones, len(self._target)), dtype=np.int64)
             totals = np.zeros((size, len(self._target)), dtype=np.int64)
             free = np.zeros((size, 2), dtype=np.int64)
+            holds = np.zeros((size, len(self._target)), dtype=np.int64)
         else:
-            per_zone, totals, free = cached[2], cached[3], cached[4]  # type: ignore[index]
+            per_zone, totals, free, holds = cached[2], cached[3], cached[4], cached[5]  # type: ignore[index]
         if len(rows):
             zfree = table.view("zfree")[rows]
             valid = table.view("zvalid")[rows] & self._able(table)[rows][:, None]
@@ -222,13 +228,18 @@ class ScarcityScore:
                 per_zone[rows, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
             totals[rows] = per_zone[rows].sum(axis=1)
             free[rows] = np.maximum(table.view("alloc")[rows][:, node_cols] - table.view("used")[rows][:, node_cols], 0)
+            changed_free = free[rows]
+            for k in range(len(self._target)):
+                need = needs[k]
+                holds[rows, k] = np.minimum(totals[rows, k], np.minimum(changed_free[:, 0] // need[0],
+                                                                        changed_free[:, 1] // need[1]))
         if self._weights is None:
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             caps = np.stack([np.minimum(totals[:, k], (free // np.maximum(needs[k][:2], 1)).min(axis=1))
                              for k in range(len(self._target))], axis=1)
             self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=0).astype(np.float64), 1.0)
-        self._vector = (self.shape_version, table.stamp, per_zone, totals, free)
-        return per_zone, totals, free
+        self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds)
+        return per_zone, totals, free, holds
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
