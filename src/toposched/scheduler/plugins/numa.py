@@ -36,7 +36,7 @@ from toposched.scheduler.status import Status
 from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues
 from toposched.workload import GUARANTEED, Container, Pod
 
-__all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request"]
+__all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
 
 _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
@@ -103,6 +103,19 @@ def _aligned_by(resource: str) -> str:
     return ""
 
 
+def aligns(by: str, cpu_static: Any, mem_static: Any) -> Any:
+    """Whether a node with these managers aligns a resource that ``by`` aligns ("cpu", "memory", or ""
+    for devices): a resource is exempt from NUMA alignment when its manager is not static.
+
+    The flags may be bools or boolean arrays (one per row); the answer has their form (devices: True).
+    """
+    if by == "cpu":
+        return cpu_static
+    if by == "memory":
+        return mem_static
+    return True
+
+
 def _is_device(resource: str) -> bool:
     """Extended resources (``vendor/name``) are the ones device plugins serve.
 
@@ -128,14 +141,13 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
     Static memory manager) are ignored.
     """
     names, want = request.stacked
-    cols = [table.zone_column(name) for name in names]  # may add columns: read the arrays afterwards
-    zfree = table.view("zfree")[rows][:, :, cols]
+    cols = np.array([table.zone_column(name) for name in names], dtype=np.int64)  # may add columns: read the arrays afterwards
+    zfree_all = table.view("zfree")
+    zones = np.arange(zfree_all.shape[1])
+    zfree = zfree_all[rows[:, None, None], zones[None, :, None], cols[None, None, :]]  # one gather of what is asked
     exempt = np.zeros((len(rows), len(names)), dtype=bool)
-    for j, name in enumerate(names):
-        if name == "cpu":
-            exempt[:, j] = ~cpu_static
-        elif name == "memory" or name.startswith("hugepages-"):
-            exempt[:, j] = ~mem_static
+    for j, by in enumerate(request.aligned_by):
+        exempt[:, j] = np.logical_not(aligns(by, cpu_static, mem_static))
     fits = (zfree[:, :, None, :] >= want) | exempt[:, None, None, :]  # rows x zones x requests x resources
     return (fits.all(axis=3) & table.view("zvalid")[rows][:, :, None]).any(axis=1)
 
@@ -148,12 +160,7 @@ def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], 
     ok = np.ones(len(rows), dtype=bool)
     for (name, want), col in zip(request.items(), cols):
         total = zfree[:, :, col].sum(axis=1)
-        fits = total >= want
-        if name == "cpu":
-            fits |= ~cpu_static
-        elif name == "memory" or name.startswith("hugepages-"):
-            fits |= ~mem_static
-        ok &= fits
+        ok &= (total >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
     return ok
 
 
@@ -210,8 +217,7 @@ class NUMAAlignment:
         cpu_static, mem_static = node.model.cpu is not None, node.model.memory is not None  # type: ignore[union-attr]
         wanted = request.containers if node.scope == "container" else [request.pod]
         for want in wanted:
-            relevant = {k: v for k, v in want.items()
-                        if not (k == "cpu" and not cpu_static) and not ((k == "memory" or k.startswith("hugepages-")) and not mem_static)}
+            relevant = {k: v for k, v in want.items() if aligns(_aligned_by(k), cpu_static, mem_static)}
             if policy == "single-numa-node" and relevant and not any(
                     all(zone.get(k, 0) >= v for k, v in relevant.items()) for zone in zones.values()):
                 return Status.unschedulable(f"cannot align {', '.join(sorted(relevant))} on one NUMA node", plugin=self.name)
@@ -292,12 +298,9 @@ def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[
                     mem_static: bool) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]:
     """The (zone column, amount) pairs to check, per request of ``request.stacked`` and for the pod's
     request across zones, leaving out what a node with these managers does not align."""
-    def aligned(by: str) -> bool:
-        return not (by == "cpu" and not cpu_static or by == "memory" and not mem_static)
-
-    kept = [aligned(by) for by in request.aligned_by]
+    kept = [aligns(by, cpu_static, mem_static) for by in request.aligned_by]
     per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in request.stacked_lists]
-    pod_wants = [(pod_cols[name], want) for name, want in request.pod.items() if aligned(_aligned_by(name))]
+    pod_wants = [(pod_cols[name], want) for name, want in request.pod.items() if aligns(_aligned_by(name), cpu_static, mem_static)]
     return per_request, pod_wants
 
 
