@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from toposched.kube.client import EVENTS, ApiError, KubeClient, NotFound
@@ -44,7 +44,7 @@ _COMBINED = "(combined from similar events): "
 
 def event_time(seconds: float) -> str:
     """A ``metav1.Time`` in its wire form: RFC 3339 in UTC, whole seconds."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _LRU(OrderedDict):
@@ -124,22 +124,23 @@ class EventRecorder:
         """
         now = self.clock()
         event = self._new_event(obj, type_, reason, message, action, now)
-        with self._lock:
+        with self._lock:  # correlation only: the request goes out unlocked, as client-go's recorders send in parallel
             event, key = self._aggregate(event, now)
             event, update = self._observe(event, key)
             if self._spam(event, now):
                 log.debug("event %s on %s dropped as spam", reason, event["involvedObject"].get("name"))
                 return None
-            try:
-                stored = self._send(event, update)
-            except ApiError as err:
-                log.warning("cannot record event %s on %s/%s: %s", reason, event["metadata"]["namespace"],
-                            event["involvedObject"].get("name"), err)
-                return None
+        try:
+            stored = self._send(event, update)
+        except ApiError as err:
+            log.warning("cannot record event %s on %s/%s: %s", reason, event["metadata"]["namespace"],
+                        event["involvedObject"].get("name"), err)
+            return None
+        with self._lock:
             self._observed.touch(key, _Observation(int(stored.get("count") or 1), stored.get("firstTimestamp", ""),
                                                    stored["metadata"]["name"],
                                                    str(stored["metadata"].get("resourceVersion") or "")))
-            return stored
+        return stored
 
     def _new_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, action: str,
                    now: float) -> dict[str, Any]:

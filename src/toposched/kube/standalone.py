@@ -22,10 +22,11 @@ It schedules the pods whose ``spec.schedulerName`` is ours, the way kube-schedul
    attempt, so a pod that got a Binding never gets a second one.
 
 :meth:`StandaloneScheduler.run` binds the way kube-scheduler's binding cycle does: the decision
-(and its reservation) is made in the loop, one pod at a time, and the Binding and its Event go
-to a pool of ``bind_workers`` threads, so the next pod is scheduled while earlier ones are being
-bound; at most ``bind_workers`` bindings are in flight. :meth:`StandaloneScheduler.step` does
-one pod from start to end (tests, or a loop without threads).
+(and its reservation) is made in the loop, one pod at a time, and the Binding goes to a pool of
+``bind_workers`` threads, so the next pod is scheduled while earlier ones are being bound; at
+most ``bind_workers`` bindings are in flight. Events go to a pool of their own, as client-go's
+event broadcaster sends them apart from the work they describe. :meth:`StandaloneScheduler.step`
+does one pod from start to end, Events included (tests, or a loop without threads).
 
 With an elector, only the holder of the Lease schedules. A replica that becomes the leader first
 lists the pods and takes in every binding its watch has not shown yet, so the pods the previous
@@ -91,6 +92,10 @@ class StepResult:
 _RESULT_LABEL = {"scheduled": "scheduled", "unschedulable": "unschedulable", "invalid": "unschedulable"}
 
 
+def _call_now(function: Callable[..., Any], *args: Any) -> None:
+    function(*args)
+
+
 class StandaloneScheduler:
     """Watches the cluster and binds the pending pods of ``scheduler_name``, one per :meth:`step`.
 
@@ -98,18 +103,20 @@ class StandaloneScheduler:
     ages); ``sleep(seconds)`` is how :meth:`run` waits while it is not the leader or not synced.
     ``identity`` names this replica (Events' ``reportingInstance``; the elector's identity).
     ``metrics``, when given, counts every attempt by result and times it. ``bind_workers`` is how
-    many Bindings :meth:`run` may have in flight at once.
+    many Bindings :meth:`run` may have in flight at once, ``event_workers`` how many Events (which
+    :meth:`run` sends apart from the Bindings, so a slow Event never holds a Binding back).
     """
 
     def __init__(self, client: KubeClient, scheduler: Scheduler, *, scheduler_name: str = "toposched",
                  clock: Callable[[], float], sleep: Callable[[float], None], identity: str,
                  elector: LeaderElector | None = None, metrics: Metrics | None = None, bind_workers: int = 8,
-                 koordlet_devices: bool = False) -> None:
-        if bind_workers < 1:
-            raise ValueError("bind_workers must be at least 1")
+                 event_workers: int = 8, koordlet_devices: bool = False) -> None:
+        if bind_workers < 1 or event_workers < 1:
+            raise ValueError("bind_workers and event_workers must be at least 1")
         self.client = client
         self.metrics = metrics
         self.bind_workers = bind_workers
+        self.event_workers = event_workers
         self.scheduler = scheduler
         self.scheduler_name = scheduler_name
         self.clock = clock
@@ -131,6 +138,7 @@ class StandaloneScheduler:
         self._caught_up = elector is None  # a new leader first takes in bindings its watch may not show yet
         self._next_election = float("-inf")
         self._uncertain: dict[str, str] = {}  # uid -> node whose Binding may have gone through (reservation kept)
+        self._post: Callable[..., Any] = _call_now  # how an Event is sent: now, or by run()'s event pool
 
     # ---- watch handlers (reflector threads) ---------------------------------------------------------
 
@@ -301,8 +309,11 @@ class StandaloneScheduler:
             settled = self._settle(uid, obj, key)
             if settled is not None:
                 return settled
+        with self._lock:
+            pod = self.sync.parsed_pending(obj)
         try:
-            pod = Pod.from_dict(obj, source=f"pod {key}")
+            if pod is None:
+                pod = Pod.from_dict(obj, source=f"pod {key}")
         except InputError as err:
             self._unschedulable(obj, str(err))
             self.queue.done(uid, Outcome.UNSCHEDULABLE)
@@ -334,7 +345,7 @@ class StandaloneScheduler:
         ``lastTransitionTime`` while the status stays ``False``. A refused write is logged: the
         pod is retried either way.
         """
-        self.events.failed_scheduling(obj, message)
+        self._post(self.events.failed_scheduling, obj, message)
         meta = obj.get("metadata") or {}
         current = next((c for c in (obj.get("status") or {}).get("conditions") or []
                         if c.get("type") == "PodScheduled"), {})
@@ -406,7 +417,7 @@ class StandaloneScheduler:
             cluster = self.scheduler.cluster
             if cluster.pod_node.get(uid) == node:
                 self.scheduler.bound(cluster.nodes[node].pods[uid].pod, self.clock())
-        self.events.scheduled(obj, node)
+        self._post(self.events.scheduled, obj, node)
         self.queue.done(uid, Outcome.DONE)
         return StepResult(key, "scheduled", node)
 
@@ -450,6 +461,8 @@ class StandaloneScheduler:
             thread.start()
         binders = ThreadPoolExecutor(self.bind_workers, thread_name_prefix="bind")
         slots = threading.BoundedSemaphore(self.bind_workers)
+        events = ThreadPoolExecutor(self.event_workers, thread_name_prefix="event")
+        self._post = events.submit
         try:
             while not stop.is_set():
                 started = self.clock()
@@ -464,6 +477,8 @@ class StandaloneScheduler:
                     self._finish(decided, started)
         finally:
             binders.shutdown(wait=True)
+            events.shutdown(wait=True)
+            self._post = _call_now
             self.queue.close()
             if self.elector is not None:
                 self.elector.release()
