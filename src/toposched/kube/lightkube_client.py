@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
 import httpx2  # lightkube's HTTP library; its exceptions are what lightkube raises for transport failures
 import lightkube
+from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.models import Cluster, User
 from lightkube.core import resource as lk_resource
 from lightkube.generic_resource import (
@@ -29,6 +32,7 @@ from lightkube.generic_resource import (
 from lightkube.types import PatchType
 
 from toposched.kube.client import ApiError, Conflict, Gone, Kind, NotFound, ObjectList, ServerError, WatchEvent
+from toposched.kube.lean_http import LeanSender
 
 __all__ = ["LightkubeClient"]
 
@@ -104,19 +108,48 @@ def _translate(exc: Exception) -> ApiError:
     return ServerError(f"connection to the API server failed: {exc}", code=503)
 
 
+#: Where a pod's Binding is POSTed.
+_BINDING_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+
+
+def _lean_sender(generic: Any) -> LeanSender | None:
+    """A lean sender with the configuration of lightkube's client, or None when it sends through a proxy."""
+    http = generic._client  # the httpx client lightkube configured: base URL, credentials, timeouts
+    server = str(http.base_url)
+    if getattr(generic, "_dry_run", False):
+        return None
+    if http.trust_env and urllib.request.getproxies() and not urllib.request.proxy_bypass(
+            urllib.parse.urlsplit(server).hostname or ""):
+        return None
+    config = generic.config
+    context = (verify_cluster(config.cluster, config.user, config.abs_file, trust_env=http.trust_env)
+               if server.startswith("https:") else None)
+    return LeanSender(server, ssl_context=context, auth=http.auth, timeout=http.timeout.read or 10.0,
+                      headers={"User-Agent": http.headers.get("User-Agent", "toposched")})
+
+
 def _plain(obj: Any) -> dict[str, Any]:
     """A decoded generic object as a plain dict."""
     return dict(obj) if obj is not None else {}
 
 
 class LightkubeClient:
-    """:class:`KubeClient` backed by a :class:`lightkube.Client`."""
+    """:class:`KubeClient` backed by a :class:`lightkube.Client`.
 
-    def __init__(self, client: lightkube.Client, *, connect_timeout: float = 10.0):
+    With ``lean_writes`` (the default), :meth:`create` and :meth:`bind` go out through a
+    :class:`~toposched.kube.lean_http.LeanSender` built from the same configuration (server, TLS,
+    credentials, field manager) instead of lightkube's request machinery: same request, a third
+    of the client's CPU. It is off when the lightkube client sends through a proxy; tests that
+    give lightkube a transport of their own turn it off.
+    """
+
+    def __init__(self, client: lightkube.Client, *, connect_timeout: float = 10.0, lean_writes: bool = True):
         self._client = client
         self._connect_timeout = connect_timeout
         # lightkube's request builder and sender; the public Client has no single-stream watch.
         self._generic = client._client
+        self._field_manager: str | None = getattr(self._generic, "_field_manager", None)
+        self._lean = _lean_sender(self._generic) if lean_writes else None
 
     @classmethod
     def from_url(cls, url: str, *, namespace: str = "default", field_manager: str = DEFAULT_FIELD_MANAGER,
@@ -135,7 +168,26 @@ class LightkubeClient:
 
     def close(self) -> None:
         """Release the HTTP connections."""
+        if self._lean is not None:
+            self._lean.close()
         self._client.close()
+
+    def _lean_post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST through the lean sender; the decoded answer, or the matching :class:`ApiError`."""
+        if self._field_manager:
+            path += "?" + urllib.parse.urlencode({"fieldManager": self._field_manager})
+        code, answer = self._lean.post(path, body)
+        try:
+            decoded = json.loads(answer) if answer else {}
+        except ValueError:
+            decoded = None
+        if code >= 400:
+            status = decoded if isinstance(decoded, dict) else {}
+            raise _error_from_status(code, status.get("reason"), status.get("message") or answer[:200].decode(
+                "utf-8", "replace"))
+        if not isinstance(decoded, dict):
+            raise ServerError(f"the API server answered {code} with a body that is not a JSON object", code=502)
+        return decoded
 
     def _call(self, action: Callable[[], T]) -> T:
         try:
@@ -232,6 +284,10 @@ class LightkubeClient:
     def create(self, kind: Kind, obj: Mapping[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create ``obj``; :class:`Conflict` (reason ``AlreadyExists``) when the name is taken."""
         instance, ns = self._instance(kind, obj, namespace)
+        if self._lean is not None:
+            if kind.namespaced and not ns:
+                ns = self._generic.namespace  # lightkube's default: the configuration's namespace
+            return self._lean_post(kind.path(ns), _plain(instance))
         return self._call(lambda: _plain(self._client.create(instance, namespace=ns)))
 
     def replace(self, kind: Kind, obj: Mapping[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
@@ -265,9 +321,12 @@ class LightkubeClient:
             meta["uid"] = uid
         if annotations:
             meta["annotations"] = dict(annotations)
-        binding = _PodBinding({"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-                               "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-        self._call(lambda: self._client.create(binding, name=name, namespace=namespace))
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        if self._lean is not None:
+            self._lean_post(_BINDING_PATH.format(namespace=namespace, name=name), body)
+            return
+        self._call(lambda: self._client.create(_PodBinding(body), name=name, namespace=namespace))
 
     def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> dict[str, Any]:
         """PATCH ``pods/<name>/status`` with a strategic merge patch: conditions merge by ``type``."""
