@@ -58,6 +58,7 @@ class ClusterSync:
         self.listeners: list[Callable[[str, str, str], None]] = []
         self.invalid: dict[str, str] = {}  # pod key -> why its object could not be read
         self._pending: dict[str, Pod] = {}  # key -> unbound pod of our scheduler
+        self._versions: dict[str, str] = {}  # key -> the resourceVersion its pending Pod was parsed from
         self._bound: dict[str, tuple[str, str]] = {}  # key -> (uid, node) of bound pods in the cluster
         self._waiting: dict[str, tuple[Pod, str, Placement | None]] = {}  # key -> bound pod whose node is unknown
         self._relisted: set[str] = set()
@@ -78,6 +79,15 @@ class ClusterSync:
         self._relisted.add(kind)
         if self.ready and not was_ready and self.on_ready is not None:
             self.on_ready()
+
+    def parsed_pending(self, obj: Mapping[str, Any]) -> Pod | None:
+        """The pending pod ``obj`` as parsed when it was seen, or None unless it was seen at this very
+        version (same uid and resourceVersion): a scheduler need not parse the pod again."""
+        key, meta = pod_key(obj), obj.get("metadata") or {}
+        pod, version = self._pending.get(key), meta.get("resourceVersion")
+        if pod is None or not version or self._versions.get(key) != version or pod.uid != (meta.get("uid") or ""):
+            return None
+        return pod
 
     def pending(self) -> list[Pod]:
         """Unbound pods of our scheduler name that are not reserved right now, oldest known first."""
@@ -219,6 +229,12 @@ class ClusterSync:
             self._pod_gone(key)  # a finished pod holds nothing on its node
             self._note_rejection(obj, node, phase)
             return
+        uid = str((obj.get("metadata") or {}).get("uid") or key)
+        if node and self.cluster.pod_node.get(uid) == node:  # our own reservation (or a pod seen before) bound
+            self._forget_pending(key)
+            self.invalid.pop(key, None)
+            self._bound[key] = (uid, node)
+            return
         try:
             pod = Pod.from_dict(obj, source=f"pod {key}")
         except InputError as err:
@@ -229,17 +245,13 @@ class ClusterSync:
                 self.invalid[key] = str(err)
             return
         self.invalid.pop(key, None)
+        self._forget_pending(key)
         if not node:
-            self._pending.pop(key, None)
             if (spec.get("schedulerName") or "default-scheduler") == self.scheduler_name:
                 self._pending[key] = pod
+                self._versions[key] = str((obj.get("metadata") or {}).get("resourceVersion") or "")
             return
-        self._pending.pop(key, None)
-        uid = pod.uid or pod.key
         known = self.cluster.pod_node.get(uid)
-        if known == node:
-            self._bound[key] = (uid, node)
-            return  # our own reservation (or a pod seen before) on the node it went to
         if known is not None:
             self.cluster.forget(uid)  # bound elsewhere than we reserved: the API server's word wins
         placement = self._annotated_placement(key, pod, node)
@@ -307,8 +319,12 @@ class ClusterSync:
                 del self._waiting[key]
                 self._add_bound(key, pod, node, placement)
 
+    def _forget_pending(self, key: str) -> Pod | None:
+        self._versions.pop(key, None)
+        return self._pending.pop(key, None)
+
     def _pod_gone(self, key: str) -> None:
-        pending = self._pending.pop(key, None)
+        pending = self._forget_pending(key)
         if pending is not None and (pending.uid or pending.key) in self.cluster.pod_node:
             self.scheduler.unreserve(pending)  # deleted while reserved and not yet bound
         self._waiting.pop(key, None)
