@@ -8,8 +8,8 @@ the ``Authorization`` header of the lightkube configuration it is built from. Ea
 its own connection, so the bind and event workers send in parallel as client-go's requests share
 one HTTP/2 connection.
 
-A connection the server has closed while idle fails the next request before it is sent; that
-request is sent once more on a fresh connection. A 401 re-runs the configuration's auth flow (a
+A request that finds its kept-alive connection closed by the server (idle, or restarted) is sent
+once more on a fresh connection. A 401 re-runs the configuration's auth flow (a
 rotated service-account token is read again) and the request is sent once more with the new header.
 """
 
@@ -28,6 +28,8 @@ import httpx2
 from toposched.kube.client import ServerError
 
 __all__ = ["LeanSender"]
+
+_HANG_UPS = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)  # RemoteDisconnected is a ConnectionError
 
 
 class LeanSender:
@@ -88,10 +90,10 @@ class LeanSender:
             except (OSError, http.client.HTTPException) as exc:
                 connection.close()
                 self._local.connection = None
-                # A kept-alive connection the server dropped while idle fails before the request
-                # reaches it: send once more. Otherwise the outcome is unknown, as for any lost answer.
-                if reused and attempt == 1 and isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError,
-                                                                ConnectionResetError)):
+                # A kept-alive connection the server closed (idle, or restarted) fails as a hang-up:
+                # send once more on a new one. A Binding that did go through is then a 409 for the same
+                # node, which the binder takes as success; any other failure is an unknown outcome.
+                if reused and attempt == 1 and isinstance(exc, _HANG_UPS):
                     continue
                 raise ServerError(f"connection to the API server failed: {exc}", code=503) from exc
             if response.will_close:
