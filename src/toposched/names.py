@@ -102,6 +102,14 @@ ALIBABA_GPU_MILLI = "alibabacloud.com/gpu-milli"
 ALIBABA_GPU_COUNT = "alibabacloud.com/gpu-count"
 ALIBABA_GPU_MODEL = "alibabacloud.com/gpu-card-model"
 
+# ---- what the standalone scheduler tells about a pod (Events, the PodScheduled condition) ---
+
+SCHEDULED_EVENT_REASON = "Scheduled"
+FAILED_SCHEDULING_EVENT_REASON = "FailedScheduling"
+POD_SCHEDULED_CONDITION = "PodScheduled"
+#: The PodScheduled=False condition's reason when no node fits.
+UNSCHEDULABLE_CONDITION_REASON = "Unschedulable"
+
 # ---- admission reasons (a pod's status.reason when its node refuses it) --------------------
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toposched.kube.client import EVENTS, ApiError, KubeClient, NotFound
+from toposched.names import FAILED_SCHEDULING_EVENT_REASON, SCHEDULED_EVENT_REASON
 
 __all__ = ["EventRecorder", "NORMAL", "WARNING", "event_time"]
 
@@ -106,13 +107,13 @@ class EventRecorder:
 
     def failed_scheduling(self, pod: Mapping[str, Any], message: str) -> dict[str, Any] | None:
         """A Warning ``FailedScheduling`` on the pod with the scheduler's FitError text."""
-        return self.event(pod, WARNING, "FailedScheduling", message, action="Scheduling")
+        return self.event(pod, WARNING, FAILED_SCHEDULING_EVENT_REASON, message, action="Scheduling")
 
     def scheduled(self, pod: Mapping[str, Any], node: str) -> dict[str, Any] | None:
         """A Normal ``Scheduled`` on the pod: "Successfully assigned <namespace>/<name> to <node>"."""
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        return self.event(pod, NORMAL, "Scheduled", f"Successfully assigned {key} to {node}", action="Binding")
+        return self.event(pod, NORMAL, SCHEDULED_EVENT_REASON, f"Successfully assigned {key} to {node}", action="Binding")
 
     # ---- the recorder --------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from toposched.kube.informer import Reflector
 from toposched.kube.leader import LeaderElector
 from toposched.kube.ops import Metrics
 from toposched.kube.queue import Outcome, SchedulingQueue, pod_uid
+from toposched.names import POD_SCHEDULED_CONDITION, UNSCHEDULABLE_CONDITION_REASON
 from toposched.scheduler import Scheduler
 from toposched.workload import Pod
 
@@ -348,12 +349,13 @@ class StandaloneScheduler:
         self._post(self.events.failed_scheduling, obj, message)
         meta = obj.get("metadata") or {}
         current = next((c for c in (obj.get("status") or {}).get("conditions") or []
-                        if c.get("type") == "PodScheduled"), {})
-        if (current.get("status"), current.get("reason"), current.get("message")) == ("False", "Unschedulable", message):
+                        if c.get("type") == POD_SCHEDULED_CONDITION), {})
+        if (current.get("status"), current.get("reason"), current.get("message")) == ("False", UNSCHEDULABLE_CONDITION_REASON, message):
             return
         since = current.get("lastTransitionTime") if current.get("status") == "False" else None
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                     "lastProbeTime": None, "lastTransitionTime": since or event_time(self.clock())}
+        condition = {"type": POD_SCHEDULED_CONDITION, "status": "False", "reason": UNSCHEDULABLE_CONDITION_REASON,
+                     "message": message, "lastProbeTime": None,
+                     "lastTransitionTime": since or event_time(self.clock())}
         try:
             self.client.set_pod_condition(meta.get("namespace") or "default", meta.get("name", ""), condition)
         except ApiError as err:
