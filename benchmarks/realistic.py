@@ -199,6 +199,15 @@ class PhaseTimer:
         return run
 
 
+def kind(pod: Pod) -> str:
+    """The pod's class in the mix, for latencies per class."""
+    if any("/" in r for c in pod.all_containers for r in c.limits_or_requests):
+        return "gpu"
+    if "toposched.io/cpu-bind-policy" in pod.annotations:
+        return "bind-policy"
+    return pod.qos_class
+
+
 def decision_record(decision: Any) -> list[Any]:
     """What must not change between two versions of the scheduler: the node and the exact placement."""
     placement = decision.placement.to_dict() if decision.placement is not None else None
@@ -269,6 +278,9 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     elapsed = clock() - start
     gc.unfreeze()
     mean = statistics.fmean(latencies)
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for pod, ms in zip(arrivals, latencies):
+        by_kind[kind(pod)].append(ms)
     ordered = sorted(latencies)
     figures: dict[str, Any] = {
         "nodes": n_nodes,
@@ -280,6 +292,8 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
         "p50_ms": ordered[len(ordered) // 2],
         "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
         "delete_mean_ms": statistics.fmean(delete_times),
+        "by_kind": {k: {"pods": len(v), "mean_ms": statistics.fmean(v), "p99_ms": sorted(v)[min(len(v) - 1, int(0.99 * len(v)))]}
+                    for k, v in sorted(by_kind.items())},
         "build_seconds": build_s,
         "prefill_seconds": fill_s,
         "seconds": elapsed,
@@ -320,6 +334,8 @@ def main() -> int:
           f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, deletion {figures['delete_mean_ms']:.3f} ms, "
           f"scheduled {figures['scheduled']} (built in {figures['build_seconds']:.1f} s, "
           f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
+    for name, row in figures["by_kind"].items():
+        print(f"  {name:12s} {row['pods']:6d} pods  mean {row['mean_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms", flush=True)
     if records is not None:
         figures["digest"] = digest(records)
         print(f"decisions digest {figures['digest']}", flush=True)
