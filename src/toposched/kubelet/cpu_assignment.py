@@ -483,8 +483,14 @@ def _spread_remainder(avail: dict[int, int], subset: Sequence[int], remainder: i
     return True
 
 
-def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: int, strategy: str) -> CPUSet:
-    """Upstream ``takeByTopologyNUMADistributed``."""
+def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: int, strategy: str,
+                      align_by_socket: bool = False) -> CPUSet:
+    """Upstream ``takeByTopologyNUMADistributed``.
+
+    With ``align_by_socket`` (v1.37 passes ``align-by-socket`` in) a combination of NUMA nodes
+    within one socket beats any that spans sockets, whatever the balance, and the even share is
+    capped by the least any node of the combination has free.
+    """
     if count % group != 0:
         return _take_packed(topo, available, count, strategy, False)
     acc = _Accumulator(topo, available.mask, count, strategy)
@@ -500,14 +506,17 @@ def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: i
         best_balance = math.inf
         best_remainder: tuple[int, ...] | None = None
         best_combo: tuple[int, ...] | None = None
+        best_in_one_socket = False
         for combo in combinations(numas, k):
-            if best_balance == 0:
+            if best_balance == 0 and (not align_by_socket or best_in_one_socket):
                 break
             if sum(free_in[n] for n in combo) < count:
                 continue
             if sum(free_in[n] // group for n in combo) * group < count:
                 continue
             distribution = (count // len(combo) // group) * group
+            if align_by_socket:
+                distribution = min([distribution] + [free_in[n] // group * group for n in combo])
             if any(free_in[n] < distribution for n in combo):
                 continue
             after = dict(free_in)
@@ -532,14 +541,20 @@ def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: i
                         local_balance = balance
                         local_remainder = subset
                 size -= 1
-            if local_balance < best_balance:
+            in_one_socket = align_by_socket and len(topo.sockets_in_numa(combo)) <= 1
+            better = local_balance < best_balance
+            if align_by_socket and in_one_socket != best_in_one_socket:
+                better = in_one_socket
+            if better:
                 best_balance = local_balance
                 best_remainder = local_remainder
                 best_combo = combo
+                best_in_one_socket = in_one_socket
         if best_combo is None:
             continue
 
         distribution = (count // len(best_combo) // group) * group
+        distribution = min([distribution] + [acc._free(topo.numa_masks[n]) // group * group for n in best_combo])
         for n in best_combo:
             pool = CPUSet.from_mask(acc.details & topo.numa_masks[n])
             acc.take(_take_quiet(topo, pool, distribution, strategy).mask)
@@ -583,13 +598,15 @@ def take_by_topology(
     distribute: bool = False,
     cpu_group_size: int = 1,
     prefer_uncore_cache: bool = False,
+    align_by_socket: bool = False,
 ) -> CPUSet:
     """Pick ``count`` CPUs among ``available`` exactly as the kubelet's static policy does.
 
     ``strategy`` is upstream's CPU sorting strategy (``"packed"``, or ``"spread"`` for
     ``distribute-cpus-across-cores``); ``distribute`` selects ``takeByTopologyNUMADistributed``
     (``distribute-cpus-across-numa``) with CPUs handed out in groups of ``cpu_group_size``;
-    ``prefer_uncore_cache`` is ``prefer-align-cpus-by-uncorecache`` (packed only, as upstream).
+    ``prefer_uncore_cache`` is ``prefer-align-cpus-by-uncorecache`` (packed only, as upstream);
+    ``align_by_socket`` is ``align-by-socket`` (distributed only, as upstream).
     ``machine`` may be a prepared :class:`CPUTopology` to save rebuilding it.
 
     Returns the chosen CPUs (empty for ``count == 0``). Raises :class:`CPUAllocationError`
@@ -610,5 +627,5 @@ def take_by_topology(
     if stray:
         raise InputError(f"the machine has no online CPUs {CPUSet.from_mask(stray)}", field="available")
     if distribute:
-        return _take_distributed(topo, available, count, cpu_group_size, strategy)
+        return _take_distributed(topo, available, count, cpu_group_size, strategy, align_by_socket)
     return _take_packed(topo, available, count, strategy, prefer_uncore_cache)

@@ -799,7 +799,7 @@ class StaticCPUPolicy:
         if self.options.distribute_cpus_across_numa:
             group = self.cpu_group_size if self.options.full_pcpus_only else 1
             return take_by_topology(self.topology, available, count, strategy=strategy, distribute=True,
-                                    cpu_group_size=group)
+                                    cpu_group_size=group, align_by_socket=self.options.align_by_socket)
         return take_by_topology(self.topology, available, count, strategy=strategy,
                                 prefer_uncore_cache=self.options.prefer_align_cpus_by_uncorecache)
 
