@@ -142,9 +142,7 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
     """
     names, want = request.stacked
     cols = np.array([table.zone_column(name) for name in names], dtype=np.int64)  # may add columns: read the arrays afterwards
-    zfree_all = table.view("zfree")
-    zones = np.arange(zfree_all.shape[1])
-    zfree = zfree_all[rows[:, None, None], zones[None, :, None], cols[None, None, :]]  # one gather of what is asked
+    zfree = table.view("zfree")[rows][:, :, cols]
     exempt = np.zeros((len(rows), len(names)), dtype=bool)
     for j, by in enumerate(request.aligned_by):
         exempt[:, j] = np.logical_not(aligns(by, cpu_static, mem_static))
