@@ -715,6 +715,7 @@ class CPUOrchestration:
         self._infos: dict[str, tuple[Any, Any, Any, _NodeInfo]] = {}
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
         self._memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
+        self._node_facts: dict[str, tuple[Any, Any, Any, _NodeFacts]] = {}
 
     # ---- the pod
 
@@ -776,7 +777,15 @@ class CPUOrchestration:
         return flags
 
     def _facts(self, node: NodeRecord) -> _NodeFacts:
-        """What the node-level checks read of ``node``."""
+        """What the node-level checks read of ``node`` (kept until its report, replica or spec changes)."""
+        cached = self._node_facts.get(node.name)
+        if cached is not None and cached[0] is node.nrt and cached[1] is node.model and cached[2] is node.spec:
+            return cached[3]
+        facts = self._read_facts(node)
+        self._node_facts[node.name] = (node.nrt, node.model, node.spec, facts)
+        return facts
+
+    def _read_facts(self, node: NodeRecord) -> _NodeFacts:
         model = node.model
         if model is None:
             return _NodeFacts(False, scope=node.scope)
