@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from machines import MACHINES
+
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import CPUAllocationError, CPUTopology, _Accumulator, take_by_topology
 from toposched.topology import CPUSet, Machine

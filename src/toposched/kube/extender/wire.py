@@ -96,7 +96,7 @@ class NodeList(BaseModel):
             out.append(name)
         return out
 
-    def only(self, names: set[str]) -> "NodeList":
+    def only(self, names: set[str]) -> NodeList:
         """The same list holding only the named nodes, in their order, each once."""
         kept: dict[str, dict[str, Any]] = {}
         for node in self.items:
