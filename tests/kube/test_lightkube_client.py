@@ -39,7 +39,7 @@ def client_with(handler: Handler) -> tuple[LightkubeClient, list[httpx2.Request]
                                            namespace="default")
     client = lightkube.Client(config, field_manager="toposched", trust_env=False,
                               transport=httpx2.MockTransport(record))
-    return LightkubeClient(client, lean_writes=False), seen
+    return LightkubeClient(client, lean_requests=False), seen
 
 
 def query(request: httpx2.Request) -> dict[str, str]:

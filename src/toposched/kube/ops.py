@@ -657,8 +657,9 @@ def freeze_heap() -> int:
     Called once the cluster has first been listed in full: the cluster model (nodes, machines,
     kubelet replicas, the node table) then lives as long as the process, and without this every
     full collection walks all of it again (about 15% of a scheduling loop at 5,000 nodes).
-    Objects created later (pods, reservations, changed nodes) are collected as usual.
+    Objects created later (pods, reservations, changed nodes) are collected as usual. No
+    collection runs first: the lists' JSON is acyclic and already freed by reference counting,
+    and a full collection of that heap took 2 s of the scheduler's start-up at 5,000 nodes.
     """
-    gc.collect()
     gc.freeze()
     return gc.get_freeze_count()

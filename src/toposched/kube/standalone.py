@@ -36,6 +36,7 @@ Scheduling and the cluster are guarded by one lock; watch handlers run in the re
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -456,6 +457,9 @@ class StandaloneScheduler:
 
         ``poll`` bounds how long one wait for a pod lasts, hence how soon a stop is noticed;
         ``watch_timeout`` how long one watch stream lasts (a reflector notices a stop between streams).
+        The cyclic garbage collector is paused until the cluster has been listed in full: the
+        first lists build the long-lived cluster model, and each automatic full collection
+        meanwhile walks all of it again (a third of the parsing time at 5,000 nodes).
         """
         threads = [threading.Thread(target=r.run, args=(stop,), kwargs={"watch_timeout": watch_timeout},
                                     name=f"reflector-{r.kind.plural}", daemon=True) for r in self.reflectors]
@@ -465,8 +469,13 @@ class StandaloneScheduler:
         slots = threading.BoundedSemaphore(self.bind_workers)
         events = ThreadPoolExecutor(self.event_workers, thread_name_prefix="event")
         self._post = events.submit
+        paused = gc.isenabled()
+        gc.disable()
         try:
             while not stop.is_set():
+                if paused and self.sync.ready:
+                    gc.enable()
+                    paused = False
                 started = self.clock()
                 decided = self._decide(poll)
                 if decided is None:
@@ -478,6 +487,8 @@ class StandaloneScheduler:
                 else:
                     self._finish(decided, started)
         finally:
+            if paused:
+                gc.enable()
             binders.shutdown(wait=True)
             events.shutdown(wait=True)
             self._post = _call_now
