@@ -303,8 +303,10 @@ class MemoryClient:
 
     def watch(self, kind: Kind, *, resource_version: str, namespace: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
-              timeout_seconds: float | None = None) -> Iterator[WatchEvent]:
+              timeout_seconds: float | None = None, allow_bookmarks: bool = False) -> Iterator[WatchEvent]:
         """Matching changes after ``resource_version``; blocks for new ones until the timeout or :meth:`close_watches`.
+
+        ``allow_bookmarks`` is accepted and ignored: this store sends no bookmarks (a server may not).
 
         ``""`` or ``"0"`` starts with an ``ADDED`` event per existing object. An object that stops
         matching the selectors arrives as ``DELETED``, one that starts matching as ``ADDED``.

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.kube.memory_client import MemoryClient
 from toposched.kube.client import NODES, PODS, ServerError, WatchEvent
-from toposched.kube.informer import Backoff, Reflector
+from toposched.kube.informer import TOO_LARGE_RELIST_AFTER, Backoff, Reflector
 
 
 class View:
@@ -167,6 +167,58 @@ def test_bookmarks_move_the_version_without_reaching_the_consumer():
     r.step(0)
     r.step(0)
     assert r.resource_version == "42" and view.events == []
+
+
+def test_watches_ask_for_bookmarks_unless_told_not_to(memory_client):
+    asked = []
+
+    class Recording(DroppingClient):
+        def watch(self, kind, **kw):
+            asked.append(kw["allow_bookmarks"])
+            return super().watch(kind, **kw)
+
+    for bookmarks in (True, False):
+        r = Reflector(Recording(memory_client), NODES, View().on_event, View().on_relist, sleep=lambda s: None,
+                      bookmarks=bookmarks)
+        r.step(0)
+        r.step(0)
+    assert asked == [True, False]
+
+
+def too_large(version: int) -> ServerError:
+    return ServerError(f"Too large resource version: {version}, current: 12", code=504)
+
+
+def test_a_version_the_server_has_not_reached_is_retried_from_the_same_version(memory_client):
+    memory_client.create(NODES, node("n1"))
+    view, sleeps = View(), []
+    r = reflector(memory_client, view, sleeps)
+    r.step(0)
+    version = r.resource_version
+    memory_client.fail_next("watch", NODES, too_large(int(version)), times=TOO_LARGE_RELIST_AFTER - 1)
+    for _ in range(TOO_LARGE_RELIST_AFTER - 1):
+        r.step(0)
+        assert r.resource_version == version  # kept: a lagging server catches up
+    memory_client.create(NODES, node("n2"))
+    r.step(0)
+    assert view.relists == 1 and view.events == [("ADDED", "n2")]
+    assert sleeps == [0.5, 1.0]
+
+
+def test_a_version_the_server_keeps_refusing_as_too_large_means_one_relist(memory_client):
+    memory_client.create(NODES, node("n1"))
+    view, sleeps = View(), []
+    r = reflector(memory_client, view, sleeps)
+    r.step(0)
+    memory_client.fail_next("watch", NODES, too_large(10**9), times=TOO_LARGE_RELIST_AFTER)
+    for _ in range(TOO_LARGE_RELIST_AFTER):
+        r.step(0)
+    assert r.resource_version is None  # a history the server does not have (e.g. restored from a backup)
+    r.step(0)
+    assert view.relists == 2 and r.resource_version == memory_client.resource_version
+    memory_client.create(NODES, node("n2"))
+    r.step(0)
+    assert view.events == [("ADDED", "n2")] and len(sleeps) == TOO_LARGE_RELIST_AFTER
 
 
 def test_selectors_reach_the_server(memory_client):

@@ -143,10 +143,12 @@ class KubeClient(Protocol):
 
     def watch(self, kind: Kind, *, resource_version: str, namespace: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
-              timeout_seconds: float | None = None) -> Iterator[WatchEvent]:
+              timeout_seconds: float | None = None, allow_bookmarks: bool = False) -> Iterator[WatchEvent]:
         """Changes after ``resource_version``, in order; ends when the server closes the stream.
 
-        Raises :class:`Gone` when ``resource_version`` is too old to continue from.
+        Raises :class:`Gone` when ``resource_version`` is too old to continue from. With
+        ``allow_bookmarks`` the server may also send ``BOOKMARK`` events, which carry only a newer
+        resourceVersion to continue from (a quiet watch's version stays fresh).
         """
         ...
 

@@ -2,10 +2,17 @@
 
 The :class:`Reflector` does what client-go's reflector does: list once, hand the complete set to
 ``on_relist``, then watch from the list's resourceVersion and hand each change to ``on_event``,
-remembering the last resourceVersion seen. A watch that ends (server timeout, dropped
-connection) resumes from that version, so no change is missed or delivered twice. A 410 Gone
-means the version is no longer in the server's history: list again (the consumer gets the full
-set and drops what vanished meanwhile). Other failures wait out a :class:`Backoff` first.
+remembering the last resourceVersion seen. Watches ask for bookmarks, as client-go's do: the
+server then sends a quiet watch (a selector that matches little) its current resourceVersion now
+and then, so the version to resume from stays inside the server's watch-cache window. A watch
+that ends (server timeout, dropped connection) resumes from that version, so no change is missed
+or delivered twice. A 410 Gone means the version is no longer in the server's history: list
+again (the consumer gets the full set and drops what vanished meanwhile). A version the server
+has not reached yet ("Too large resource version", a 504 after it waited for it; another
+kube-apiserver whose cache lags, or a history restored from a backup) is retried from the same
+version after the backoff; only when that keeps failing does it list again, so it neither gives
+up on a lagging server's history nor waits forever for one that will never come. Other failures
+wait out a :class:`Backoff` first.
 """
 
 from __future__ import annotations
@@ -17,9 +24,17 @@ from typing import Any
 
 from toposched.kube.client import ApiError, Gone, Kind, KubeClient, WatchEvent
 
-__all__ = ["Backoff", "Reflector"]
+__all__ = ["TOO_LARGE_RELIST_AFTER", "Backoff", "Reflector", "too_large_resource_version"]
 
 log = logging.getLogger(__name__)
+
+#: Consecutive "too large resource version" answers after which the Reflector lists again.
+TOO_LARGE_RELIST_AFTER = 3
+
+
+def too_large_resource_version(error: ApiError) -> bool:
+    """Whether ``error`` is kube-apiserver's "Too large resource version" (504: it waited, and has not reached it)."""
+    return error.code == 504 and "too large resource version" in error.message.lower()
 
 
 class Backoff:
@@ -48,13 +63,15 @@ class Reflector:
     """List-and-watch of one kind, feeding ``on_event(WatchEvent)`` and ``on_relist(items)``.
 
     ``sleep(seconds)`` waits out the backoff; by default it waits on the stop event given to
-    :meth:`run` (so stopping interrupts it). ``BOOKMARK`` events only move the resourceVersion.
+    :meth:`run` (so stopping interrupts it). ``BOOKMARK`` events only move the resourceVersion;
+    ``bookmarks=False`` does not ask for them.
     """
 
     def __init__(self, client: KubeClient, kind: Kind, on_event: Callable[[WatchEvent], Any],
                  on_relist: Callable[[list[dict[str, Any]]], Any], *, namespace: str | None = None,
                  field_selector: str | None = None, label_selector: str | None = None,
-                 backoff: Backoff | None = None, sleep: Callable[[float], Any] | None = None):
+                 backoff: Backoff | None = None, sleep: Callable[[float], Any] | None = None,
+                 bookmarks: bool = True):
         self.client = client
         self.kind = kind
         self.on_event = on_event
@@ -65,7 +82,9 @@ class Reflector:
         self.backoff = backoff if backoff is not None else Backoff()
         self._stop = threading.Event()
         self._sleep = sleep
+        self.bookmarks = bookmarks
         self._resource_version: str | None = None
+        self._too_large = 0  # consecutive "too large resource version" answers to the current version
         #: How many lists succeeded (the first one and every relist).
         self.lists = 0
         #: The last failure other than Gone, or None after a success.
@@ -95,7 +114,8 @@ class Reflector:
         """One round: list when there is no version to watch from, else one watch stream (at most ``timeout_seconds``).
 
         Returns after the list, when the stream ends, after a Gone (the next round lists) or
-        after waiting out the backoff of a failure (the next round retries from the same version).
+        after waiting out the backoff of a failure (the next round retries from the same version;
+        after :data:`TOO_LARGE_RELIST_AFTER` "too large" answers in a row it lists instead).
         Exceptions raised by ``on_event`` or ``on_relist`` propagate to the caller.
         """
         if self._resource_version is None:
@@ -106,24 +126,33 @@ class Reflector:
                 return
             self.on_relist(listed.items)
             self._resource_version = listed.resource_version
+            self._too_large = 0
             self.lists += 1
             self.last_error = None
             self.backoff.reset()
             return
         try:
             for event in self.client.watch(self.kind, resource_version=self._resource_version,
-                                           timeout_seconds=timeout_seconds, **self._selectors()):
+                                           timeout_seconds=timeout_seconds, allow_bookmarks=self.bookmarks,
+                                           **self._selectors()):
                 version = (event.object.get("metadata") or {}).get("resourceVersion")
                 if event.type != "BOOKMARK":
                     self.on_event(event)
                 if version:
                     self._resource_version = version
+                self._too_large = 0
                 self.last_error = None
                 self.backoff.reset()
         except Gone as error:
             log.info("watch of %s expired (%s); listing again", self.kind.plural, error)
             self._resource_version = None
         except ApiError as error:
+            if too_large_resource_version(error):
+                self._too_large += 1
+                if self._too_large >= TOO_LARGE_RELIST_AFTER:
+                    log.warning("the server keeps answering that resourceVersion %s of %s is in its future; "
+                                "listing again", self._resource_version, self.kind.plural)
+                    self._resource_version = None
             self._failed(error, "watch")
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 30.0) -> None:
