@@ -245,7 +245,7 @@ class Scheduler:
             key = self.runner.filter_key(index, state, pod)
             if key is not None:
                 codes = self._keyed_filters[index].values(
-                    key, lambda at, index=index: self._filter_codes(index, state, pod, at))[rows[pending]]
+                    key, rows[pending], lambda at, index=index: self._filter_codes(index, state, pod, at))
                 mask = codes < 0
                 if not mask.all():
                     verdict[pending[~mask]] = codes[~mask]
@@ -273,7 +273,7 @@ class Scheduler:
                 key = self.runner.score_key(i, state, pod)
                 if key is not None:
                     scores = self._keyed_scores[i].values(
-                        key, lambda at, i=i: self._score_values(i, state, pod, at))[rows[pending]]
+                        key, rows[pending], lambda at, i=i: self._score_values(i, state, pod, at))
                 else:
                     scores = self.runner.score_rows(i, state, pod, rows[pending])
                 if i in raws:
