@@ -76,7 +76,7 @@ class ScarcityScore:
         self.shape_version = 0
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
-        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
+        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple] | None = None  # see _held_all
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
@@ -204,14 +204,18 @@ class ScarcityScore:
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For every row: per zone and target shape the pods it holds, their totals per shape, free CPU and
         memory, and per shape the pods the row holds now (totals capped by its free CPU and memory).
-        Kept per target version and brought up to date for the rows changed since."""
+        Kept per target version and brought up to date for the rows changed since; a new target keeps
+        the columns of the shapes it shares with the old one."""
         node_cols = [table.resource_column(r) for r in _ZONE_RESOURCES]
         size = table.size
         cached = self._vector
+        shapes = tuple(shape for shape, _ in self._target)
         rows: np.ndarray | None = None
-        if cached is not None and cached[0] == self.shape_version and len(cached[2]) == size:
+        if cached is not None and len(cached[2]) == size:
             rows = table.changed_since(cached[1])
-        if rows is None:
+        if rows is not None and cached[0] != self.shape_version:  # type: ignore[index]
+            per_zone, totals, free, holds = self._retargeted(table, cached, shapes, cols, needs)
+        elif rows is None:
             rows = np.arange(size)
             per_zone = np.zeros((size, table.max_zones, len(self._target)), dtype=np.int64)
             totals = np.zeros((size, len(self._target)), dtype=np.int64)
@@ -236,7 +240,33 @@ class ScarcityScore:
             caps = np.stack([np.minimum(totals[:, k], (free // np.maximum(needs[k][:2], 1)).min(axis=1))
                              for k in range(len(self._target))], axis=1)
             self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=0).astype(np.float64), 1.0)
-        self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds)
+        self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds, shapes)
+        return per_zone, totals, free, holds
+
+    def _retargeted(self, table: NodeTable, cached: Any, shapes: tuple, cols: list[list[int]], needs: list[np.ndarray]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_held_all`'s arrays for a new target, as of the old arrays' stamp: the columns of
+        shapes the old target had are copied, only the new shapes' are computed over every row."""
+        old_per_zone, old_free, old_shapes = cached[2], cached[4], cached[6]
+        kept = {shape: j for j, shape in enumerate(old_shapes)}
+        per_zone = np.zeros((table.size, table.max_zones, len(shapes)), dtype=np.int64)
+        fresh = []
+        for k, shape in enumerate(shapes):
+            if shape in kept:
+                per_zone[:, :, k] = old_per_zone[:, :, kept[shape]]
+            else:
+                fresh.append(k)
+        if fresh:
+            zfree = table.view("zfree")
+            valid = table.view("zvalid") & self._able(table)[:, None]
+            for k in fresh:
+                per_zone[:, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
+        totals = per_zone.sum(axis=1)
+        free = old_free
+        holds = np.zeros((table.size, len(shapes)), dtype=np.int64)
+        for k in range(len(shapes)):
+            need = needs[k]
+            holds[:, k] = np.minimum(totals[:, k], np.minimum(free[:, 0] // need[0], free[:, 1] // need[1]))
         return per_zone, totals, free, holds
 
     def _alike(self, cluster: Cluster) -> bool:
