@@ -226,3 +226,12 @@ def test_a_plugin_that_filters_and_scores_confirms_each_reservation_once():
     sched = Scheduler(cluster_of("a"), profile)
     assert sched.schedule(guaranteed("p", 1), now=0).node == "a"
     assert confirmed == ["a"]
+
+
+def test_a_cluster_without_nodes_answers_unschedulable_for_every_profile():
+    from toposched.scheduler import load_profile
+
+    pod = Pod(name="lonely", namespace="default", containers=(Container(name="c", requests={"cpu": 1000}),))
+    for name in ("toposched", "default"):
+        decision = Scheduler(Cluster(), load_profile(name)).schedule(pod, 0.0)
+        assert decision.node is None and not decision.status.is_success, name

@@ -113,7 +113,8 @@ class Scheduler:
         # A working copy: the cached candidates change only where a node refuses (below).
         candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
-        for _ in range(self.max_exact_attempts):
+        attempts = self.max_exact_attempts if len(candidates) else 0  # an empty cluster has no row to try
+        for _ in range(attempts):
             row = self._best(candidates)  # the best score; among equals the lowest row or a seeded draw
             if candidates[row] == _NO_SCORE:
                 break
