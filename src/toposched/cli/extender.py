@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import uvicorn
 
 from toposched.cli.cluster_common import (
     KUBECONFIG,
@@ -25,7 +24,6 @@ from toposched.cli.cluster_common import (
 from toposched.errors import InputError
 from toposched.kube.client import DEVICES, NODES, NRTS, PODS
 from toposched.kube.cluster_sync import ClusterSync
-from toposched.kube.extender.app import create_app
 from toposched.kube.extender.service import ExtenderService
 from toposched.kube.informer import Reflector
 from toposched.kube.ops import parse_listen_address
@@ -58,6 +56,11 @@ def extender(
     log_level: str = LOG_LEVEL,
 ) -> None:
     """Serve kube-scheduler's extender protocol until SIGTERM (docs/kube/extender.md)."""
+    # FastAPI and uvicorn load only for this command: the other commands start faster without them.
+    import uvicorn
+
+    from toposched.kube.extender.app import create_app
+
     try:
         host, port = parse_listen_address(listen)
         chosen = load_profile(profile, config)

@@ -28,7 +28,6 @@ from toposched.sim.fgd_experiment import (
 )
 from toposched.sim.limits import MAX_SEED
 from toposched.sim.metrics import reason_meaning
-from toposched.sim.report import write_report
 from toposched.sim.scenario import Scenario, load_nodes_file, load_pods, load_scenario, run_scenario, sim_config
 
 __all__ = ["simulate", "summary_table"]
@@ -177,6 +176,8 @@ def simulate(
             report.mkdir(parents=True, exist_ok=True)
             (report / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n",
                                                  encoding="utf-8")
+            from toposched.sim.report import write_report  # matplotlib and Jinja2: only when a report is written
+
             page = write_report(metrics, report, source=str(report / "metrics.json"))
         except OSError as exc:
             raise InputError(f"cannot write the report: {exc.strerror or exc}", field="--report",

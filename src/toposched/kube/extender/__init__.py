@@ -3,7 +3,8 @@
 See docs/kube/extender.md.
 """
 
-from toposched.kube.extender.app import create_app
+from typing import Any
+
 from toposched.kube.extender.service import ExtenderService, Reservation, scale_scores
 from toposched.kube.extender.wire import (
     ExtenderArgs,
@@ -38,3 +39,12 @@ __all__ = [
     "create_app",
     "scale_scores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``create_app`` is imported on first use: it brings FastAPI, which only the extender command needs."""
+    if name == "create_app":
+        from toposched.kube.extender.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
