@@ -78,6 +78,8 @@ class NodeTable:
         # zones); a refresh rewrites only the parts whose source differs.
         self._sources: dict[int, tuple[tuple[object, object], dict[str, int], dict[int, dict[str, int]] | None]] = {}
         self._live_count = 0
+        # Per (kind, resource): a derived 1-D or 2-D array and the stamp it is current at (see _derived).
+        self._derived: dict[tuple[str, str], tuple[np.ndarray, int]] = {}
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
 
@@ -111,6 +113,68 @@ class NodeTable:
                 bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
                 bool(self._schedulable[row]), bool(self._live[row]))
         return values
+
+    # ---- per-resource arrays (contiguous, kept current at the rows that changed) -----------------
+
+    def free(self, resource: str) -> np.ndarray:
+        """Per row: allocatable minus requested of ``resource`` (``alloc - used`` of its column)."""
+        return self._derived_array("free", resource)
+
+    def allocatable(self, resource: str) -> np.ndarray:
+        """Per row: the node's allocatable ``resource`` (one contiguous column of ``alloc``)."""
+        return self._derived_array("alloc", resource)
+
+    def requested(self, resource: str) -> np.ndarray:
+        """Per row: what the node's pods request of ``resource`` (one contiguous column of ``used``)."""
+        return self._derived_array("used", resource)
+
+    def zone_free(self, resource: str) -> np.ndarray:
+        """Per row and zone slot: what the zone can still give of ``resource`` (0 in invalid slots)."""
+        return self._derived_array("zfree", resource)
+
+    def zone_max(self, resource: str) -> np.ndarray:
+        """Per row: the most any one zone can still give of ``resource``."""
+        return self._derived_array("zmax", resource)
+
+    def zone_sum(self, resource: str) -> np.ndarray:
+        """Per row: what the node's zones can still give of ``resource`` together."""
+        return self._derived_array("zsum", resource)
+
+    def _derived_array(self, kind: str, resource: str) -> np.ndarray:
+        """The array ``kind`` of ``resource``, recomputed only at the rows rebuilt since it was last
+        asked for (all rows when that is too long ago or the table grew)."""
+        if kind in ("free", "alloc", "used"):
+            col = self.resource_column(resource)
+        else:
+            col = self.zone_column(resource)
+        size = self.size
+        known = self._derived.get((kind, resource))
+        rows = None
+        if known is not None and len(known[0]) == size:
+            rows = self.changed_since(known[1])
+            if rows is not None and not len(rows):
+                return known[0]
+        if rows is None:
+            array = self._compute(kind, col, slice(0, size))
+        else:
+            array = known[0]  # type: ignore[index]
+            array[rows] = self._compute(kind, col, rows)
+        self._derived[(kind, resource)] = (array, self.stamp)
+        return array
+
+    def _compute(self, kind: str, col: int, at: slice | np.ndarray) -> np.ndarray:
+        if kind == "free":
+            return self._alloc[at, col] - self._used[at, col]
+        if kind == "alloc":
+            return np.ascontiguousarray(self._alloc[at, col])
+        if kind == "used":
+            return np.ascontiguousarray(self._used[at, col])
+        zones = self._zfree[at, :, col]
+        if kind == "zfree":
+            return np.ascontiguousarray(zones)
+        if kind == "zmax":
+            return zones.max(axis=1)
+        return zones.sum(axis=1)
 
     def resource_column(self, resource: str) -> int:
         """The node-level column of a resource, adding the column if it is new."""

@@ -159,7 +159,6 @@ class NodeResourcesFit:
                 raise InputError(f"weight {weight!r} must be a positive integer",
                                  field=f"NodeResourcesFit.scoringStrategy.resources[{i}].weight")
             self.weights[str(r["name"])] = weight
-        self._weight_vector = np.array(list(self.weights.values()), dtype=np.int64)
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
         requests = pod.effective_requests()
@@ -184,25 +183,30 @@ class NodeResourcesFit:
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
-        # Column 0 of the gathered block is the pod count: the pod takes one slot.
-        cols = np.array([table.resource_column("pods")] + [table.resource_column(r) for r in requests])
-        want = np.array([1, *requests.values()], dtype=np.int64)
-        picked = (rows[:, None], cols)
-        fits = table.view("used")[picked] + want <= table.view("alloc")[picked]
-        ok = fits.all(axis=1)
+        names = list(requests)
+        ok = table.free("pods")[rows] >= 1  # the pod takes one slot
+        short = []
+        for name, want in requests.items():
+            lacking = table.free(name)[rows] < want
+            short.append(lacking)
+            ok &= ~lacking
         if ok.all():
             return ok, ""
-        # Per row, the resources it is short of (as the per-node filter names them): one bit each.
-        names = list(requests)
-        pattern = (~fits[:, 1:]).astype(np.int64) @ (1 << np.arange(len(names), dtype=np.int64))
-        refused = ~ok
-        patterns, inverse = np.unique(pattern[refused], return_inverse=True)
+        # Per refused row, the resources it is short of (as the per-node filter names them): one bit
+        # each; no bit means only the pod slot is missing.
+        refused = np.flatnonzero(~ok)
+        pattern = np.zeros(len(refused), dtype=np.int64)
+        for j, lacking in enumerate(short):
+            pattern |= lacking[refused].astype(np.int64) << j
+        present = np.flatnonzero(np.bincount(pattern))
+        lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        lut[present] = np.arange(1, len(present) + 1)
         codes = np.zeros(len(rows), dtype=np.int64)  # code 0: the row passes
-        codes[refused] = inverse.reshape(-1) + 1
+        codes[refused] = lut[pattern]
         texts = [""]
-        for bits in patterns.tolist():
-            short = sorted(name for j, name in enumerate(names) if bits >> j & 1)
-            texts.append("Insufficient " + ", ".join(short) if short else "Too many pods")
+        for bits in present.tolist():
+            lacking_names = sorted(name for j, name in enumerate(names) if bits >> j & 1)
+            texts.append("Insufficient " + ", ".join(lacking_names) if lacking_names else "Too many pods")
         return ok, RowReasons(codes, texts)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
@@ -231,19 +235,26 @@ class NodeResourcesFit:
         (a pod without a cpu/memory request counts 100m / 200Mi, as upstream's non-zero default).
         """
         requests = self._requests(state, pod)
-        picked = (rows[:, None], np.array([table.resource_column(r) for r in self.weights]))
-        want = np.array([requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in self.weights], dtype=np.int64)
-        alloc = table.view("alloc")[picked]
-        requested = table.view("used")[picked] + want
+        allocs, requesteds = [], []
+        for r in self.weights:
+            allocs.append(table.allocatable(r)[rows])
+            requesteds.append(table.requested(r)[rows] + (requests.get(r, 0) or _NON_ZERO.get(r, 0)))
         if self.strategy == "BalancedAllocation":
+            alloc, requested = np.stack(allocs, axis=1), np.stack(requesteds, axis=1)
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
             return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)
-        capacity = np.maximum(alloc, 1)
-        if self.strategy == "MostAllocated":
-            per = np.where(alloc > 0, np.minimum(requested, alloc) * MAX_NODE_SCORE // capacity, 0)
-        else:
-            per = np.where((alloc > 0) & (requested <= alloc), (alloc - requested) * MAX_NODE_SCORE // capacity, 0)
-        return (per * self._weight_vector).sum(axis=1) // self._weight_vector.sum()
+        total = np.zeros(len(rows), dtype=np.int64)
+        most = self.strategy == "MostAllocated"
+        for alloc, requested, weight in zip(allocs, requesteds, self.weights.values()):
+            capacity = np.maximum(alloc, 1)
+            if most:
+                per = np.minimum(requested, alloc) * MAX_NODE_SCORE // capacity
+                per[alloc <= 0] = 0
+            else:
+                per = (alloc - requested) * MAX_NODE_SCORE // capacity
+                per[(alloc <= 0) | (requested > alloc)] = 0
+            total += per * weight
+        return total // sum(self.weights.values())
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` for a few rows, in the same integer arithmetic (BalancedAllocation's

@@ -133,32 +133,36 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
     return request
 
 
-def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
-                   mem_static: np.ndarray) -> np.ndarray:
-    """Per row and per request of ``request.stacked`` (the pod's, then each container's): some zone holds it whole.
+def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: range,
+                   cpu_static: np.ndarray, mem_static: np.ndarray) -> np.ndarray:
+    """Per row: each request ``which`` of ``request.stacked`` (0 the pod's, then each container's) is
+    held whole by some valid zone.
 
     Resources the node does not align (CPUs without the static CPU manager, memory without the
     Static memory manager) are ignored.
     """
     names, want = request.stacked
-    cols = np.array([table.zone_column(name) for name in names], dtype=np.int64)  # may add columns: read the arrays afterwards
-    zfree = table.view("zfree")[rows][:, :, cols]
-    exempt = np.zeros((len(rows), len(names)), dtype=bool)
-    for j, by in enumerate(request.aligned_by):
-        exempt[:, j] = np.logical_not(aligns(by, cpu_static, mem_static))
-    fits = (zfree[:, :, None, :] >= want) | exempt[:, None, None, :]  # rows x zones x requests x resources
-    return (fits.all(axis=3) & table.view("zvalid")[rows][:, :, None]).any(axis=1)
+    zones = [table.zone_free(name)[rows] for name in names]  # may add columns: before reading zvalid
+    valid = table.view("zvalid")[rows]
+    exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in request.aligned_by]
+    ok = np.ones(len(rows), dtype=bool)
+    for i in which:
+        holds = valid.copy()
+        for zone, need, spared in zip(zones, want[i].tolist(), exempt):
+            if spared is None:  # a device: aligned on every node
+                holds &= zone >= need
+            else:
+                holds &= (zone >= need) | spared[:, None]
+        ok &= holds.any(axis=1)
+    return ok
 
 
 def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
                 mem_static: np.ndarray) -> np.ndarray:
     """Per row: the node's zones together hold the request."""
-    cols = [table.zone_column(name) for name in request]
-    zfree = table.view("zfree")[rows]
     ok = np.ones(len(rows), dtype=bool)
-    for (name, want), col in zip(request.items(), cols):
-        total = zfree[:, :, col].sum(axis=1)
-        ok &= (total >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
+    for name, want in request.items():
+        ok &= (table.zone_sum(name)[rows] >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
     return ok
 
 
@@ -242,11 +246,12 @@ class NUMAAlignment:
         if not request.pod:
             return ok, "pod's NUMA policy conflicts with the node's"
         cpu_static, mem_static = table.view("cpu_static")[rows], table.view("mem_static")[rows]
-        single = topology & (effective == _SINGLE)
-        if single.any():
-            pod_scope = table.view("pod_scope")[rows]
-            fits = _fits_one_zone(table, rows, request, cpu_static, mem_static)
-            ok &= ~single | np.where(pod_scope, fits[:, 0], fits[:, 1:].all(axis=1))
+        single = np.flatnonzero(topology & (effective == _SINGLE) & ok)
+        if len(single):
+            pod_scope = table.view("pod_scope")[rows[single]]
+            for part, which in ((single[pod_scope], range(1)), (single[~pod_scope], range(1, len(request.containers) + 1))):
+                if len(part):
+                    ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part])
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
@@ -348,14 +353,11 @@ class NUMAScore:
         request = aligned_request(state, pod)
         if not request.pod:
             return np.zeros(len(rows), dtype=np.int64)
-        cols = [table.zone_column(name) for name in request.pod]
-        zfree = table.view("zfree")[rows]
         needed = np.ones(len(rows), dtype=np.int64)
-        for want, col in zip(request.pod.values(), cols):
-            free = zfree[:, :, col]
-            wide = np.flatnonzero(free.max(axis=1) < want)  # rows where one zone is not enough
+        for name, want in request.pod.items():
+            wide = np.flatnonzero(table.zone_max(name)[rows] < want)  # rows where one zone is not enough
             if len(wide):
-                ordered = -np.sort(-free[wide], axis=1)
+                ordered = -np.sort(-table.zone_free(name)[rows[wide]], axis=1)
                 covered = np.cumsum(ordered, axis=1) >= want
                 count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
                 needed[wide] = np.maximum(needed[wide], count)

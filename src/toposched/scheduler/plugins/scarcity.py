@@ -163,37 +163,39 @@ class ScarcityScore:
         per_zone_all, totals_all, free_all, before_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
-        totals, free, before = totals_all[rows], free_all[rows], before_all[rows]
+        out = np.zeros(len(rows), dtype=np.int64)
+        able = np.flatnonzero(self._able(table)[rows])  # the other rows hold no demanding pod: they lose nothing
+        if not len(able):
+            return out
+        at = rows[able]
+        totals, free, before = totals_all[at], free_all[at], before_all[at]
         after_totals = totals
         request = aligned_request(state, pod).pod
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
-            req_cols = np.array([table.zone_column(r) for r in zone_request], dtype=np.int64)
-            want = np.array(list(zone_request.values()), dtype=np.int64)
-            zfree_all = table.view("zfree")
-            asked = zfree_all[rows][:, :, req_cols]  # two plain gathers: far cheaper than one 3-D fancy index
-            able = self._able(table)[rows]
-            fits = (asked >= want).all(axis=2) & table.view("zvalid")[rows] & able[:, None]
+            fits = table.view("zvalid")[at]
+            for r, v in zone_request.items():
+                fits = fits & (table.zone_free(r)[at] >= v)
             picked = np.flatnonzero(fits.any(axis=1))
             if len(picked):
                 first = fits[picked].argmax(axis=1)
-                at = rows[picked]
-                zone = zfree_all[at, first, :]  # the zone the kubelet would take, after the pod (a copy)
-                zone[:, req_cols] -= want
+                chosen = at[picked]
+                zone = table.view("zfree")[chosen, first, :]  # the zone the kubelet would take, after the pod (a copy)
+                zone[:, [table.zone_column(r) for r in zone_request]] -= list(zone_request.values())
                 after_totals = totals.copy()
-                held_before = per_zone_all[at, first]
+                held_before = per_zone_all[chosen, first]
                 for k in range(len(self._target)):
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
                     after_totals[picked, k] += held - held_before[:, k]
         wants = pod.effective_requests()
-        take = np.array([wants.get(r, 0) for r in _ZONE_RESOURCES], dtype=np.int64)
-        after_free = np.maximum(free - take, 0)
-        loss = np.zeros(len(rows), dtype=np.float64)
+        after_free = np.maximum(free - np.array([wants.get(r, 0) for r in _ZONE_RESOURCES], dtype=np.int64), 0)
+        loss = np.zeros(len(at), dtype=np.float64)
         for k in range(len(self._target)):
             need = needs[k]
             after = np.minimum(after_totals[:, k], np.minimum(after_free[:, 0] // need[0], after_free[:, 1] // need[1]))
             loss += weights[k] * need[0] * (before[:, k] - after)
-        return np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
+        out[able] = np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
+        return out
 
     @staticmethod
     def _able(table: NodeTable) -> np.ndarray:
