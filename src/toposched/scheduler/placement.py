@@ -61,18 +61,23 @@ class Placement:
     # Further annotations a plugin's decision adds at bind (Koordinator's device-allocated for GPU shares).
     extra_annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
+    # Every exclusive CPU of the pod as a bit mask (derived from ``containers``; read on every
+    # pass over a node's pods, so computed once).
+    cpu_mask: int = field(init=False, repr=False, compare=False, default=0)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "numa_nodes", frozenset(self.numa_nodes))
         object.__setattr__(self, "containers", MappingProxyType(dict(self.containers)))
         object.__setattr__(self, "extra_annotations", MappingProxyType(dict(self.extra_annotations)))
+        mask = 0
+        for c in self.containers.values():
+            mask |= c.cpuset.mask
+        object.__setattr__(self, "cpu_mask", mask)
 
     @property
     def cpuset(self) -> CPUSet:
         """Every exclusive CPU of the pod."""
-        mask = 0
-        for c in self.containers.values():
-            mask |= c.cpuset.mask
-        return CPUSet.from_mask(mask)
+        return CPUSet.from_mask(self.cpu_mask)
 
     def devices(self) -> dict[str, set[str]]:
         """Every device of the pod, per resource."""

@@ -858,13 +858,13 @@ class CPUOrchestration:
         for uid, entry in node.pods.items():
             if uid == exclude or entry.placement is None:
                 continue
-            cpus = entry.placement.cpuset
-            if not cpus:
+            mask = entry.placement.cpu_mask
+            if not mask:
                 continue
-            held_mask |= cpus.mask
+            held_mask |= mask
             policy = _exclusive_policy(entry.pod)
             if policy:
-                for cpu in cpus:
+                for cpu in CPUSet.from_mask(mask):
                     held[cpu] = policy
         return CPUSet.from_mask(allocatable.mask & ~held_mask), held
 

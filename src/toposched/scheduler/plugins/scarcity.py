@@ -80,6 +80,7 @@ class ScarcityScore:
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
+        self._losses: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _loss_plan
 
     # ---- learning ------------------------------------------------------------------------------
 
@@ -188,14 +189,25 @@ class ScarcityScore:
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
                     after_totals[picked, k] += held - held_before[:, k]
         wants = pod.effective_requests()
+        # Every target shape at once: after / before are (rows, shapes).
         after_free = np.maximum(free - np.array([wants.get(r, 0) for r in _ZONE_RESOURCES], dtype=np.int64), 0)
-        loss = np.zeros(len(at), dtype=np.float64)
-        for k in range(len(self._target)):
-            need = needs[k]
-            after = np.minimum(after_totals[:, k], np.minimum(after_free[:, 0] // need[0], after_free[:, 1] // need[1]))
-            loss += weights[k] * need[0] * (before[:, k] - after)
+        need_cpu, need_memory, value = self._loss_plan(needs, weights)
+        after = np.minimum(after_totals, np.minimum(after_free[:, :1] // need_cpu, after_free[:, 1:] // need_memory))
+        lost = before - after
+        loss = lost[:, 0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
+        for k in range(1, len(value)):
+            loss += lost[:, k] * value[k]
         out[able] = np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
         return out
+
+    def _loss_plan(self, needs: list[np.ndarray], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per target shape (as rows of one matrix): its CPU and memory need, and the value of one such pod
+        (weight times CPUs); kept while the weights stand."""
+        if self._losses is None or self._losses[0] is not weights:
+            self._losses = (weights, np.array([n[0] for n in needs], dtype=np.int64),
+                            np.array([n[1] for n in needs], dtype=np.int64),
+                            weights * np.array([n[0] for n in needs], dtype=np.float64))
+        return self._losses[1], self._losses[2], self._losses[3]
 
     @staticmethod
     def _able(table: NodeTable) -> np.ndarray:
