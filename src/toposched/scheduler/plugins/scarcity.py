@@ -56,6 +56,7 @@ from toposched.workload import GUARANTEED, Pod
 __all__ = ["ScarcityScore"]
 
 _ZONE_RESOURCES = ("cpu", "memory")
+_NO_LIMIT = np.iinfo(np.int64).max  # a column a target shape does not need limits nothing
 _SEEN_LIMIT = 4096  # pod uids remembered so a retried pod is observed once
 
 
@@ -81,6 +82,7 @@ class ScarcityScore:
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
         self._losses: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _loss_plan
+        self._stacked: tuple[int, list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _stacked_plan
 
     # ---- learning ------------------------------------------------------------------------------
 
@@ -200,6 +202,22 @@ class ScarcityScore:
         out[able] = np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
         return out
 
+    def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
+                      ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every target shape's needs over one set of zone columns: the columns, the needs (shapes x
+        columns; 1 where a shape does not need a column), where a shape ignores a column, and each
+        shape's CPU and memory need; kept per target version."""
+        if self._stacked is None or self._stacked[0] != self.shape_version:
+            union = sorted({c for shape_cols in cols for c in shape_cols})
+            need = np.ones((len(cols), len(union)), dtype=np.int64)
+            ignored = np.ones((len(cols), len(union)), dtype=bool)
+            for k, (shape_cols, shape_needs) in enumerate(zip(cols, needs)):
+                for c, n in zip(shape_cols, shape_needs.tolist()):
+                    need[k, union.index(c)], ignored[k, union.index(c)] = n, False
+            self._stacked = (self.shape_version, union, need, ignored,
+                             np.array([n[0] for n in needs], dtype=np.int64), np.array([n[1] for n in needs], dtype=np.int64))
+        return self._stacked[1:]  # type: ignore[return-value]
+
     def _loss_plan(self, needs: list[np.ndarray], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per target shape (as rows of one matrix): its CPU and memory need, and the value of one such pod
         (weight times CPUs); kept while the weights stand."""
@@ -220,7 +238,6 @@ class ScarcityScore:
         memory, and per shape the pods the row holds now (totals capped by its free CPU and memory).
         Kept per target version and brought up to date for the rows changed since; a new target keeps
         the columns of the shapes it shares with the old one."""
-        node_cols = [table.resource_column(r) for r in _ZONE_RESOURCES]
         size = table.size
         cached = self._vector
         shapes = tuple(shape for shape, _ in self._target)
@@ -238,17 +255,14 @@ class ScarcityScore:
         else:
             per_zone, totals, free, holds = cached[2], cached[3], cached[4], cached[5]  # type: ignore[index]
         if len(rows):
-            zfree = table.view("zfree")[rows]
+            union, need, ignored, need_cpu, need_memory = self._stacked_plan(cols, needs)
             valid = table.view("zvalid")[rows] & self._able(table)[rows][:, None]
-            for k in range(len(self._target)):
-                per_zone[rows, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
-            totals[rows] = per_zone[rows].sum(axis=1)
-            free[rows] = np.maximum(table.view("alloc")[rows][:, node_cols] - table.view("used")[rows][:, node_cols], 0)
-            changed_free = free[rows]
-            for k in range(len(self._target)):
-                need = needs[k]
-                holds[rows, k] = np.minimum(totals[rows, k], np.minimum(changed_free[:, 0] // need[0],
-                                                                        changed_free[:, 1] // need[1]))
+            # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
+            allowed = table.view("zfree")[rows][:, :, union][:, :, None, :] // need
+            per_zone[rows] = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
+            totals[rows] = changed_totals = per_zone[rows].sum(axis=1)
+            free[rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES], axis=1), 0)
+            holds[rows] = np.minimum(changed_totals, np.minimum(changed_free[:, :1] // need_cpu, changed_free[:, 1:] // need_memory))
         if self._weights is None:
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             caps = np.stack([np.minimum(totals[:, k], (free // np.maximum(needs[k][:2], 1)).min(axis=1))
