@@ -72,6 +72,8 @@ class NodeTable:
         # what changed, not the table's size. The oldest half is dropped as it grows.
         self._changes: list[int] = []
         self._changes_dropped = 0
+        self._since_at = -1  # the stamp _since's answers are for
+        self._since: dict[int, np.ndarray] = {}  # stamp -> changed_since(stamp), as of _since_at
         self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
         self._values: dict[int, RowValues] = {}  # row_values() of rows unchanged since they were read
         # Per row, what its columns were last written from: (allocatable objects, requests,
@@ -212,7 +214,15 @@ class NodeTable:
         start = stamp - self._changes_dropped
         if start < 0:
             return None
-        return np.array(sorted(set(self._changes[start:])), dtype=np.int64)
+        # Every cache asks after each refresh, most of them from the same stamp: answered once per stamp pair.
+        now = self.stamp
+        if self._since_at != now:
+            self._since_at, self._since = now, {}
+        rows = self._since.get(stamp)
+        if rows is None:
+            rows = self._since[stamp] = np.array(sorted(set(self._changes[start:])), dtype=np.int64)
+            rows.flags.writeable = False  # shared by every caller
+        return rows
 
     def mark_dirty(self, name: str) -> None:
         """Note that a node changed; its row is rebuilt at the next :meth:`refresh`."""

@@ -175,7 +175,7 @@ class _NodeGPUs:
     ``shared``: the GPUs holding shares.
     """
 
-    __slots__ = ("_node", "_default_memory", "_state", "_busy", "_free", "_tie_order", "_shared")
+    __slots__ = ("_node", "_default_memory", "_state", "_busy", "_free", "_tie_order", "_shared", "_views")
 
     def __init__(self, node: NodeRecord, default_memory: int) -> None:
         self._node, self._default_memory = node, default_memory
@@ -184,6 +184,19 @@ class _NodeGPUs:
         self._free: tuple[int, ...] | None = None
         self._tie_order: tuple[int, ...] | None = None
         self._shared: frozenset[str] | None = None
+        self._views: dict[bool, tuple[NodeView, int] | None] = {}
+
+    def view(self, gpu_less: bool) -> tuple[NodeView, int] | None:
+        """The node as the packing policies see it, and its smallest GPU memory (see :meth:`GPUShare._view`)."""
+        if gpu_less not in self._views:
+            cpu, memory = _host_free(self._node)
+            devices = self.state.devices
+            if not devices:
+                self._views[gpu_less] = (NodeView(cpu, memory), 0) if gpu_less else None
+            else:
+                self._views[gpu_less] = (NodeView(cpu, memory, self.free, self.state.model),
+                                         0 if gpu_less else min(d.memory for d in devices))
+        return self._views[gpu_less]
 
     @property
     def shared(self) -> frozenset[str]:
@@ -441,12 +454,7 @@ class GPUShare:
         node = table.cluster.nodes.get(table.names[row])
         if node is None:
             return (NodeView(0, 0), 0) if gpu_less else None
-        gpus = self._gpus(table.cluster, node)
-        state = gpus.state
-        cpu, memory = _host_free(node)
-        if not state.devices:
-            return (NodeView(cpu, memory), 0) if gpu_less else None
-        return NodeView(cpu, memory, gpus.free, state.model), 0 if gpu_less else min(d.memory for d in state.devices)
+        return self._gpus(table.cluster, node).view(gpu_less)
 
     def _task(self, state: CycleState, pod: Pod, smallest: int) -> Task:
         """The pod as the policies see it on a node whose smallest GPU has ``smallest`` bytes (kept per cycle)."""

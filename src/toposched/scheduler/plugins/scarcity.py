@@ -162,27 +162,31 @@ class ScarcityScore:
             # No target yet; or a pod asking for devices or GPU shares, whose packing GPUShare and
             # DeviceLocality judge (the FGD paper's measure): no opinion.
             return np.zeros(len(rows), dtype=np.int64)
+        wants = pod.effective_requests()
+        take = [wants.get(r, 0) for r in _ZONE_RESOURCES]
+        request = aligned_request(state, pod).pod
+        if not any(take) and not request:
+            return np.zeros(len(rows), dtype=np.int64)  # takes nothing any target shape needs (BestEffort)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
         per_zone_all, totals_all, free_all, before_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
-        out = np.zeros(len(rows), dtype=np.int64)
-        able = np.flatnonzero(self._able(table)[rows])  # the other rows hold no demanding pod: they lose nothing
-        if not len(able):
-            return out
-        at = rows[able]
+        # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
+        # is computed (whole arrays, no gathers) and the asked ones picked at the end.
+        full = 2 * len(rows) >= table.size
+        at = slice(0, table.size) if full else rows
+        able = self._able(table)[at]
         totals, free, before = totals_all[at], free_all[at], before_all[at]
         after_totals = totals
-        request = aligned_request(state, pod).pod
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
-            fits = table.view("zvalid")[at]
+            fits = table.view("zvalid")[at] & able[:, None]
             for r, v in zone_request.items():
-                fits = fits & (table.zone_free(r)[at] >= v)
+                fits &= table.zone_free(r)[at] >= v
             picked = np.flatnonzero(fits.any(axis=1))
             if len(picked):
                 first = fits[picked].argmax(axis=1)
-                chosen = at[picked]
+                chosen = picked if full else rows[picked]
                 zone = table.view("zfree")[chosen, first, :]  # the zone the kubelet would take, after the pod (a copy)
                 zone[:, [table.zone_column(r) for r in zone_request]] -= list(zone_request.values())
                 after_totals = totals.copy()
@@ -190,17 +194,16 @@ class ScarcityScore:
                 for k in range(len(self._target)):
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
                     after_totals[picked, k] += held - held_before[:, k]
-        wants = pod.effective_requests()
         # Every target shape at once: after / before are (rows, shapes).
-        after_free = np.maximum(free - np.array([wants.get(r, 0) for r in _ZONE_RESOURCES], dtype=np.int64), 0)
+        after_free = np.maximum(free - np.array(take, dtype=np.int64), 0)
         need_cpu, need_memory, value = self._loss_plan(needs, weights)
         after = np.minimum(after_totals, np.minimum(after_free[:, :1] // need_cpu, after_free[:, 1:] // need_memory))
         lost = before - after
         loss = lost[:, 0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
         for k in range(1, len(value)):
             loss += lost[:, k] * value[k]
-        out[able] = np.round(np.maximum(loss, 0.0) * 1e6).astype(np.int64)  # fixed point: normalization needs the order
-        return out
+        out = np.where(able, np.round(np.maximum(loss, 0.0) * 1e6), 0).astype(np.int64)  # fixed point: normalization needs the order
+        return out[rows] if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
                       ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
