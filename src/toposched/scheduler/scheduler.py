@@ -240,19 +240,20 @@ class Scheduler:
         pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
         if len(pending) < len(rows):
             verdict[~live] = self._reason_index("node is gone")
+        at = rows[pending]  # the rows themselves, regathered only when a filter refuses some
         for index in range(len(self.runner.filters)):
             if not len(pending):
                 break
             key = self.runner.filter_key(index, state, pod)
             if key is not None:
                 codes = self._keyed_filters[index].values(
-                    key, rows[pending], lambda at, index=index: self._filter_codes(index, state, pod, at))
+                    key, at, lambda some, index=index: self._filter_codes(index, state, pod, some))
                 mask = codes < 0
                 if not mask.all():
                     verdict[pending[~mask]] = codes[~mask]
-                    pending = pending[mask]
+                    pending, at = pending[mask], at[mask]
                 continue
-            mask, reason = self.runner.filter_rows(index, state, pod, rows[pending])
+            mask, reason = self.runner.filter_rows(index, state, pod, at)
             if not mask.all():
                 refused = ~mask
                 if isinstance(reason, str):
@@ -262,11 +263,11 @@ class Scheduler:
                     verdict[pending[refused]] = lut[reason.codes[refused]]
                 else:  # one reason per row
                     verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
-                pending = pending[mask]
+                pending, at = pending[mask], at[mask]
         total = np.zeros(len(rows), dtype=np.int64)
         if len(pending):
             for plugin in self.runner.pre_scores:
-                status = plugin.pre_score(state, pod, rows[pending])
+                status = plugin.pre_score(state, pod, at)
                 if not status.is_success:
                     verdict[pending] = self._reason_index(status.message or status.code.label)
                     return verdict, total, raws
@@ -274,9 +275,9 @@ class Scheduler:
                 key = self.runner.score_key(i, state, pod)
                 if key is not None:
                     scores = self._keyed_scores[i].values(
-                        key, rows[pending], lambda at, i=i: self._score_values(i, state, pod, at))
+                        key, at, lambda some, i=i: self._score_values(i, state, pod, some))
                 else:
-                    scores = self.runner.score_rows(i, state, pod, rows[pending])
+                    scores = self.runner.score_rows(i, state, pod, at)
                 if i in raws:
                     raws[i][pending] = scores
                 else:
