@@ -7,12 +7,15 @@ by the Protocols they satisfy once, when it is built (no lookup per cycle).
 * :class:`PreFilter` ``pre_filter(state, pod) -> Status`` — once per cycle; may write its keys.
 * :class:`Filter` ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — the batch
   form over rows of the :class:`~toposched.scheduler.table.NodeTable`; ``reason`` is one string
-  for every refused row, one per row, or :class:`RowReasons`. A necessary condition is allowed
+  for every refused row, one per row, or :class:`RowReasons`. Each reason is a plain ``str``
+  (Unschedulable) or a :class:`~toposched.scheduler.status.Refusal`, a ``str`` carrying the code
+  the per-node ``filter`` gives that row (UnschedulableAndUnresolvable: it can never fit), so the
+  code survives the batch path. A necessary condition is allowed
   when the plugin also confirms the chosen node after Reserve (NUMAAlignment).
   Optional derived forms: :class:`FewRowsFilter` ``filter_few(state, pod, table, rows) ->
-  [reason or None]`` (the same verdicts in plain Python, for a few changed rows) and
-  :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its code:
-  Unschedulable or UnschedulableAndUnresolvable; ``explain`` and the extender's refusals).
+  [reason or None]`` (the same verdicts and reasons, codes included, in plain Python, for a few
+  changed rows) and :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its
+  code and precise message: the reference semantics, and ``explain``).
   A plugin without a batch form (NodeResourceTopologyMatch) is run node by node.
   :class:`KeyedFilter` ``filter_key(state, pod)``: what of the pod the verdicts read, so they are
   kept per key for every row and recomputed only where a node changed (likewise :class:`KeyedScore`).
@@ -303,6 +306,8 @@ class RowReasons(Sequence[str]):
     """A batch filter's reason per row, as codes into a few texts: row ``i`` reads ``texts[codes[i]]``.
 
     A sequence of the texts, row by row; the scheduler maps the codes without a Python loop over rows.
+    A text may be a :class:`~toposched.scheduler.status.Refusal` (its Status code), so one text can
+    appear twice, once per code.
     """
 
     codes: np.ndarray

@@ -48,7 +48,7 @@ from toposched.scheduler.framework import (
     Score,
     implements,
 )
-from toposched.scheduler.status import Status
+from toposched.scheduler.status import Status, code_of, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
@@ -157,8 +157,8 @@ class Runner:
                 verdict = plugin.filter(state, pod, node)
             else:
                 row = self.table.index[node.name]
-                reasons = self.filters_few[self.filters.index(plugin)](state, pod, [row])
-                verdict = Status.success() if reasons[0] is None else Status.unschedulable(reasons[0], plugin=plugin.name)
+                reason = self.filters_few[self.filters.index(plugin)](state, pod, [row])[0]
+                verdict = Status.success() if reason is None else Status(code_of(reason), (str(reason),), plugin.name)
             if not verdict.is_success:
                 return verdict, plugin.name
         return Status.success(), ""
@@ -173,7 +173,7 @@ class Runner:
         for i, row in enumerate(rows.tolist()):
             status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
             if not status.is_success:
-                ok[i], reasons[i] = False, status.message or status.code.label
+                ok[i], reasons[i] = False, reason_of(status)
         return ok, reasons
 
     def filter_key(self, index: int, state: CycleState, pod: Pod) -> Any:
@@ -220,7 +220,7 @@ class Runner:
             out: list[str | None] = []
             for row in rows:
                 status = plugin.filter(state, pod, self.cluster.nodes[table.names[row]])
-                out.append(None if status.is_success else status.message or status.code.label)
+                out.append(None if status.is_success else reason_of(status))
             return out
         return per_node
 
