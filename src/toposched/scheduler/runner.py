@@ -44,6 +44,7 @@ from toposched.scheduler.framework import (
     PreScore,
     Profile,
     Reserve,
+    RowLocal,
     RowReasons,
     Score,
     implements,
@@ -103,12 +104,12 @@ class Runner:
         self.normalizers = [i for i, p in enumerate(scorers) if implements(p, NormalizeScore)]
         self._some = {i for i in self.normalizers if implements(scorers[i], NormalizesSome)}
         # Per-row results may be cached only when each row's verdict and raw score depend on that
-        # row alone: every plugin has a batch form or says its per-node answer reads only the
-        # node's record (``row_local``), and none pre-scores over rows.
+        # row alone: every plugin has a batch form or declares its per-node answer reads only the
+        # node's record (RowLocal), and none pre-scores over rows.
         self.row_local = (
             bool(self.filters or scorers)
-            and all(b or getattr(p, "row_local", False) for p, b in zip(self.filters, self.batch_filter))
-            and all(b or getattr(p, "row_local", False) for p, b in zip(scorers, self.batch_score))
+            and all(b or implements(p, RowLocal) for p, b in zip(self.filters, self.batch_filter))
+            and all(b or implements(p, RowLocal) for p, b in zip(scorers, self.batch_score))
             and not self.pre_scores
         )
         self._pre_filtered: OrderedDict[tuple, dict[Any, Any]] = OrderedDict()
