@@ -48,6 +48,7 @@ __all__ = [
     "load_json",
     "load_yaml_documents",
     "one_line",
+    "qualified_name_problems",
     "read_file_bytes",
     "read_file_text",
     "read_stdin_text",
@@ -377,15 +378,47 @@ MAX_ANNOTATIONS_BYTES = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB
 MAX_CONTAINERS = 1000  # far above any real pod; bounds the work one pod can ask for
 
 
+_QUALIFIED_NAME_RULE = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
+)
+
+
+def qualified_name_problems(value: str) -> list[str]:
+    """What is wrong with ``value`` as a Kubernetes qualified name (``[prefix/]name``: label and
+    annotation keys, resource names), in apimachinery's words (``IsQualifiedName``); empty when it
+    is valid."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    problems: list[str] = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > MAX_NAME_LENGTH:
+                problems.append(f"prefix part must be no more than {MAX_NAME_LENGTH} characters")
+            if not _DNS_SUBDOMAIN.fullmatch(prefix):
+                problems.append("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                                "characters, '-' or '.', and must start and end with an alphanumeric character")
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.fullmatch(name):
+        problems.append(f"name part {_QUALIFIED_NAME_RULE}")
+    return problems
+
+
 def check_qualified_name(value: Any, *, field: str, source: str | None = None) -> str:
-    """``value`` if it is a Kubernetes qualified name (``[prefix/]name``: label and annotation keys, resource names)."""
+    """``value`` if it is a Kubernetes qualified name (``[prefix/]name``: label and annotation keys,
+    resource names; see :func:`qualified_name_problems`)."""
     if not isinstance(value, str):
         raise InputError(f"key {_show(value)} is not a string", field=field, source=source)
-    prefix, slash, name = value.rpartition("/")
-    ok = bool(name) and len(name) <= 63 and _QUALIFIED_NAME.match(name) is not None
-    if slash:
-        ok = ok and bool(prefix) and len(prefix) <= MAX_NAME_LENGTH and _DNS_SUBDOMAIN.match(prefix) is not None
-    if not ok:
+    if qualified_name_problems(value):
         raise InputError(f"{value[:80]!r} is not a qualified name ([DNS-subdomain/]name of letters, digits, "
                          "'-', '_', '.', at most 63 characters)", field=field, source=source)
     return value

@@ -8,8 +8,11 @@ nodes with capped NUMA zones (``toposched.io/cpu-capacity``) and 8-GPU servers -
 pods (with NUMA and CPU bind policies, device scopes, whole GPUs with HCAs, GPU shares):
 
 * every plugin of the built-in ``toposched`` profile (and NodeResourcesFit under each scoring
-  strategy) gives, on any sorted set of rows, the same verdicts, reasons and scores in its few
-  form as in its vector form;
+  strategy) gives, on any sorted set of rows, the same verdicts, reasons (with their Status
+  codes) and scores in its few form as in its vector form;
+* every row a filter's vector form refuses, its per-node ``filter`` refuses with the same code
+  (Unschedulable or UnschedulableAndUnresolvable), and the scheduler's reason table keeps that
+  code for the row's verdict;
 * a scheduler that always uses the few path and one that never does decide every pod of a
   random sequence (binds, unreserves, cordons between them) identically: node, placement,
   status, reasons.
@@ -40,6 +43,7 @@ from toposched.scheduler.plugins.cpu_orchestration import CPU_ENFORCEMENT, KOORD
 from toposched.scheduler.plugins.zone_capacity import CPU_CAPACITY_ATTRIBUTE
 from toposched.scheduler.profile_setup import load_profile
 from toposched.scheduler.scheduler import Scheduler
+from toposched.scheduler.status import Code, code_of
 from toposched.sim.hardware import load_hardware_profile as hardware_profile
 from toposched.topology import Machine
 from toposched.workload import Container, Pod
@@ -140,6 +144,11 @@ def as_reasons(mask: np.ndarray, reason) -> list[str | None]:
     return [None if ok else r for ok, r in zip(mask.tolist(), reason)]
 
 
+def codes(reasons: list[str | None]) -> list[Code | None]:
+    """The Status code of each refused row's reason (texts compare equal whatever their code)."""
+    return [None if r is None else code_of(r) for r in reasons]
+
+
 @settings(max_examples=60, **SETTINGS)
 @given(setting=settings_(), data=st.data())
 def test_few_forms_are_the_vector_forms(setting: Setting, data: st.DataObject) -> None:
@@ -161,6 +170,7 @@ def test_few_forms_are_the_vector_forms(setting: Setting, data: st.DataObject) -
                 vector = as_reasons(*plugin.filter_all(state, pod, table, np.array(rows, dtype=np.int64)))
                 few = plugin.filter_few(state, pod, table, rows)
                 assert few == vector, f"{plugin.name} on rows {rows}: few {few} vector {vector}"
+                assert codes(few) == codes(vector), f"{plugin.name} on rows {rows}: few {codes(few)} vector {codes(vector)}"
                 if any(r is not None for r in few):
                     event(f"{plugin.name} refuses a row")
             if refused:
@@ -170,6 +180,50 @@ def test_few_forms_are_the_vector_forms(setting: Setting, data: st.DataObject) -
                 few_scores = plugin.score_few(state, pod, table, rows)
                 assert few_scores == vector_scores, f"{plugin.name} on rows {rows}"
                 assert all(type(s) is int for s in few_scores)
+        decision = scheduler.schedule(pod, now=10.0 + i)
+        if decision.node is not None and data.draw(st.booleans(), label="bind"):
+            scheduler.bound(pod, now=10.0 + i)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(setting=settings_(), data=st.data())
+def test_the_vector_forms_refuse_with_the_per_node_code(setting: Setting, data: st.DataObject) -> None:
+    """Unschedulable vs UnschedulableAndUnresolvable survives the batch path: per filter of the
+    built-in profile, and through the scheduler's reason table (``Scheduler.refusal``)."""
+    cluster = setting.build()
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    filters, _ = plugins()
+    for i in range(3):
+        pod = data.draw(few_pods(f"p{i}"), label=f"pod {i}")
+        scheduler.table.refresh()
+        table = scheduler.table
+        rows = np.arange(table.size)
+        state = CycleState(cluster=cluster)
+        for plugin in scheduler.profile.pre_filters:
+            plugin.pre_filter(state, pod)
+        for plugin in filters:
+            vector = as_reasons(*plugin.filter_all(state, pod, table, rows))
+            for row, reason in enumerate(vector):
+                if reason is None:
+                    continue
+                verdict = plugin.filter(state, pod, cluster.nodes[table.names[row]])
+                assert not verdict.is_success, f"{plugin.name} refuses {table.names[row]} only in its vector form"
+                assert code_of(reason) == verdict.code, \
+                    f"{plugin.name} on {table.names[row]}: vector {code_of(reason).label} per node {verdict.code.label}"
+                event(f"{plugin.name} refuses {verdict.code.label}")
+        # The scheduler's verdicts: each refused row's reason index keeps the code of the first filter
+        # whose vector form refuses the row, which is its per-node code.
+        state, status = scheduler.runner.pre_filter(pod)
+        if status.is_success:
+            verdict, _ = scheduler.evaluate(state, pod, None, rows)
+            for row, index in enumerate(verdict.tolist()):
+                if index < 0:
+                    continue
+                one = np.array([row])
+                first = next(p for p in scheduler.runner.filters if not p.filter_all(state, pod, table, one)[0][0])
+                expected = first.filter(state, pod, cluster.nodes[table.names[row]])
+                assert (scheduler.refusal(index).code, scheduler.reasons[index]) == (
+                    expected.code, as_reasons(*first.filter_all(state, pod, table, one))[0]), table.names[row]
         decision = scheduler.schedule(pod, now=10.0 + i)
         if decision.node is not None and data.draw(st.booleans(), label="bind"):
             scheduler.bound(pod, now=10.0 + i)

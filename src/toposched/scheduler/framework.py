@@ -7,12 +7,15 @@ by the Protocols they satisfy once, when it is built (no lookup per cycle).
 * :class:`PreFilter` ``pre_filter(state, pod) -> Status`` — once per cycle; may write its keys.
 * :class:`Filter` ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — the batch
   form over rows of the :class:`~toposched.scheduler.table.NodeTable`; ``reason`` is one string
-  for every refused row, one per row, or :class:`RowReasons`. A necessary condition is allowed
+  for every refused row, one per row, or :class:`RowReasons`. Each reason is a plain ``str``
+  (Unschedulable) or a :class:`~toposched.scheduler.status.Refusal`, a ``str`` carrying the code
+  the per-node ``filter`` gives that row (UnschedulableAndUnresolvable: it can never fit), so the
+  code survives the batch path. A necessary condition is allowed
   when the plugin also confirms the chosen node after Reserve (NUMAAlignment).
   Optional derived forms: :class:`FewRowsFilter` ``filter_few(state, pod, table, rows) ->
-  [reason or None]`` (the same verdicts in plain Python, for a few changed rows) and
-  :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its code:
-  Unschedulable or UnschedulableAndUnresolvable; ``explain`` and the extender's refusals).
+  [reason or None]`` (the same verdicts and reasons, codes included, in plain Python, for a few
+  changed rows) and :class:`NodeFilter` ``filter(state, pod, node) -> Status`` (one node, with its
+  code and precise message: the reference semantics, and ``explain``).
   A plugin without a batch form (NodeResourceTopologyMatch) is run node by node.
   :class:`KeyedFilter` ``filter_key(state, pod)``: what of the pod the verdicts read, so they are
   kept per key for every row and recomputed only where a node changed (likewise :class:`KeyedScore`).
@@ -33,6 +36,15 @@ by the Protocols they satisfy once, when it is built (no lookup per cycle).
 
 A method set to ``None`` on a plugin class disables that point (a subclass opting out).
 
+Two traits are declared as class attributes, each a Protocol of a ``Literal[True]`` flag that
+:func:`implements` tests like any other point (a flag set to False is not declared):
+
+* :class:`RowLocal` ``row_local = True`` — a filter or score plugin without a batch form whose
+  per-node answer reads only that node's record and the pod, so the Scheduler may keep its
+  answers per row and pod shape as it keeps batch forms' (NodeResourceTopologyMatch).
+* :class:`ExactPlacement` ``exact_placement = True`` — a filter whose decision needs the exact
+  placement: Reserve then goes through the node's kubelet replica (:attr:`Profile.exact`).
+
 Cycle state is a :class:`CycleState` keyed by :class:`StateKey` objects; each key is defined
 next to the plugin that writes it, and readers import that key.
 """
@@ -41,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +75,7 @@ __all__ = [
     "Clock",
     "Confirm",
     "CycleState",
+    "ExactPlacement",
     "FewRowsFilter",
     "FewRowsScore",
     "Filter",
@@ -80,6 +93,7 @@ __all__ = [
     "Profile",
     "Registry",
     "Reserve",
+    "RowLocal",
     "RowReasons",
     "Score",
     "StateKey",
@@ -284,18 +298,40 @@ class Clock(Protocol):
     def advance(self, now: float) -> Iterable[str]: ...
 
 
-_DISABLED_CHECK: dict[type, tuple[str, ...]] = {}
+@runtime_checkable
+class RowLocal(Protocol):
+    """Declares (``row_local = True``) that the plugin's per-node filter and score answers for a node
+    read only that node's record and the pod: a plugin without a batch form is then cached per row
+    and pod shape like the batch forms. Batch forms are row-local by contract and need not declare it."""
+
+    row_local: Literal[True]
+
+
+@runtime_checkable
+class ExactPlacement(Protocol):
+    """Declares (``exact_placement = True``) that the filter decides or checks the exact placement
+    (CPUs, NUMA nodes, devices): the profile's Reserve then admits the pod into the kubelet replica."""
+
+    exact_placement: Literal[True]
+
+
+# Per Protocol: its methods (None on a plugin: opted out) and its flags (declared only when True).
+_MEMBERS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def implements(plugin: Any, point: type) -> bool:
-    """Whether ``plugin`` implements the extension point ``point`` (one of the Protocols above): it
-    has the point's methods and none of them is set to None (a subclass opting out)."""
+    """Whether ``plugin`` implements the extension point or trait ``point`` (one of the Protocols
+    above): it has the point's methods, none of them set to None (a subclass opting out), and the
+    point's flags (:class:`RowLocal`, :class:`ExactPlacement`) set to True."""
     if not isinstance(plugin, point):
         return False
-    names = _DISABLED_CHECK.get(point)
-    if names is None:
-        names = _DISABLED_CHECK[point] = tuple(n for n in vars(point) if not n.startswith("_") and callable(vars(point)[n]))
-    return all(getattr(plugin, n) is not None for n in names)
+    members = _MEMBERS.get(point)
+    if members is None:
+        methods = tuple(n for n in vars(point) if not n.startswith("_") and callable(vars(point)[n]))
+        flags = tuple(n for n in vars(point).get("__annotations__", {}) if not n.startswith("_"))
+        members = _MEMBERS[point] = (methods, flags)
+    methods, flags = members
+    return all(getattr(plugin, n) is not None for n in methods) and all(getattr(plugin, n) is True for n in flags)
 
 
 @dataclass(frozen=True)
@@ -303,6 +339,8 @@ class RowReasons(Sequence[str]):
     """A batch filter's reason per row, as codes into a few texts: row ``i`` reads ``texts[codes[i]]``.
 
     A sequence of the texts, row by row; the scheduler maps the codes without a Python loop over rows.
+    A text may be a :class:`~toposched.scheduler.status.Refusal` (its Status code), so one text can
+    appear twice, once per code.
     """
 
     codes: np.ndarray
@@ -386,7 +424,7 @@ class Profile:
         Profiles without such a plugin (the topology-blind default, scheduler-plugins' nrt-match)
         bind without predicting the kubelet, as their real counterparts do.
         """
-        return any(getattr(p, "exact_placement", False) for p in self.filters)
+        return any(implements(p, ExactPlacement) for p in self.filters)
 
     @classmethod
     def from_config(cls, config: Any, reg: Registry | None = None) -> Profile:

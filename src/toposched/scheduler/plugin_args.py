@@ -15,7 +15,6 @@ lives in :mod:`toposched.scheduler.nrt_match_args`; the rest are toposched's own
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,6 +38,7 @@ from toposched.decoding import (
 from toposched.devices.fgd import POLICY_NAMES
 from toposched.devices.share import DEFAULT_GPU_MEMORY
 from toposched.errors import InputError
+from toposched.inputs import qualified_name_problems
 from toposched.names import KUBE_SCHEDULER_CONFIG_API_VERSION as API_VERSION
 from toposched.quantity import canonical_units
 from toposched.scheduler.intent import FULL_PCPUS, SPREAD_BY_PCPUS
@@ -71,50 +71,6 @@ def _type_meta(obj: Mapping[str, Any], kind: str, path: str) -> None:
     given = obj.get("kind")
     if given is not None and given != kind:
         raise invalid(f'kind "{given}" is not {kind}', join(path, "kind"))
-
-
-# --------------------------------------------------------------------------------------------
-# Qualified names (apimachinery's IsQualifiedName / IsDNS1123Subdomain)
-
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME_RULE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc')"
-)
-
-
-def _qualified_name_problems(value: str) -> list[str]:
-    """What is wrong with ``value`` as a label key / qualified name; empty when it is valid."""
-    parts = value.split("/")
-    problems: list[str] = []
-    if len(parts) > 2:
-        return [
-            (
-                f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' "
-                "(e.g. 'example.com/MyName')"
-            )
-        ]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                problems.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-                problems.append(
-                    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                    "characters, '-' or '.', and must start and end with an alphanumeric character"
-                )
-    if not name:
-        problems.append("name part must be non-empty")
-    elif len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME.fullmatch(name):
-        problems.append(f"name part {_QUALIFIED_NAME_RULE}")
-    return problems
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,12 +138,12 @@ class NodeResourcesFitArgs:
 
 def _validate_fit_args(args: NodeResourcesFitArgs) -> None:
     for i, name in enumerate(args.ignored_resources):
-        problems = _qualified_name_problems(name)
+        problems = qualified_name_problems(name)
         if problems:
             raise invalid(f'Invalid value: "{name}": {"; ".join(problems)}', f"ignoredResources[{i}]")
     for i, group in enumerate(args.ignored_resource_groups):
         problems = ["resource group name can't contain '/'"] if "/" in group else []
-        problems += _qualified_name_problems(group)
+        problems += qualified_name_problems(group)
         if problems:
             raise invalid(f'Invalid value: "{group}": {"; ".join(problems)}', f"ignoredResourceGroups[{i}]")
     strategy = args.scoring_strategy

@@ -44,11 +44,12 @@ from toposched.scheduler.framework import (
     PreScore,
     Profile,
     Reserve,
+    RowLocal,
     RowReasons,
     Score,
     implements,
 )
-from toposched.scheduler.status import Status
+from toposched.scheduler.status import Status, code_of, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
@@ -103,12 +104,12 @@ class Runner:
         self.normalizers = [i for i, p in enumerate(scorers) if implements(p, NormalizeScore)]
         self._some = {i for i in self.normalizers if implements(scorers[i], NormalizesSome)}
         # Per-row results may be cached only when each row's verdict and raw score depend on that
-        # row alone: every plugin has a batch form or says its per-node answer reads only the
-        # node's record (``row_local``), and none pre-scores over rows.
+        # row alone: every plugin has a batch form or declares its per-node answer reads only the
+        # node's record (RowLocal), and none pre-scores over rows.
         self.row_local = (
             bool(self.filters or scorers)
-            and all(b or getattr(p, "row_local", False) for p, b in zip(self.filters, self.batch_filter))
-            and all(b or getattr(p, "row_local", False) for p, b in zip(scorers, self.batch_score))
+            and all(b or implements(p, RowLocal) for p, b in zip(self.filters, self.batch_filter))
+            and all(b or implements(p, RowLocal) for p, b in zip(scorers, self.batch_score))
             and not self.pre_scores
         )
         self._pre_filtered: OrderedDict[tuple, dict[Any, Any]] = OrderedDict()
@@ -157,8 +158,8 @@ class Runner:
                 verdict = plugin.filter(state, pod, node)
             else:
                 row = self.table.index[node.name]
-                reasons = self.filters_few[self.filters.index(plugin)](state, pod, [row])
-                verdict = Status.success() if reasons[0] is None else Status.unschedulable(reasons[0], plugin=plugin.name)
+                reason = self.filters_few[self.filters.index(plugin)](state, pod, [row])[0]
+                verdict = Status.success() if reason is None else Status(code_of(reason), (str(reason),), plugin.name)
             if not verdict.is_success:
                 return verdict, plugin.name
         return Status.success(), ""
@@ -173,7 +174,7 @@ class Runner:
         for i, row in enumerate(rows.tolist()):
             status = plugin.filter(state, pod, self.cluster.nodes[self.table.names[row]])
             if not status.is_success:
-                ok[i], reasons[i] = False, status.message or status.code.label
+                ok[i], reasons[i] = False, reason_of(status)
         return ok, reasons
 
     def filter_key(self, index: int, state: CycleState, pod: Pod) -> Any:
@@ -220,7 +221,7 @@ class Runner:
             out: list[str | None] = []
             for row in rows:
                 status = plugin.filter(state, pod, self.cluster.nodes[table.names[row]])
-                out.append(None if status.is_success else status.message or status.code.label)
+                out.append(None if status.is_success else reason_of(status))
             return out
         return per_node
 

@@ -30,7 +30,7 @@ from toposched.scheduler.framework import CycleState, Profile, RowReasons
 from toposched.scheduler.keyed import KeyedRows
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.runner import Runner
-from toposched.scheduler.status import Code, Status
+from toposched.scheduler.status import Code, Status, code_of, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
@@ -89,8 +89,10 @@ class Scheduler:
         self.few_rows = few_rows
         # pod shape -> (verdict, total, candidates, raw scores of normalizing plugins, table stamp): see _evaluate
         self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray], int]] = OrderedDict()
+        # Filter reasons by index, each with its Status code (see _reason_index).
         self._reasons: list[str] = []
-        self._reason_ids: dict[str, int] = {}
+        self._reason_codes: list[Code] = []
+        self._reason_ids: dict[Any, int] = {}
         self.runner = Runner(cluster, profile, self.table, cache_size=cache_size)
         # Per keyed filter and score (by position): its answer for every row, per key of the pod.
         self._keyed_filters = [KeyedRows(self.table) for _ in self.runner.filters]
@@ -132,7 +134,10 @@ class Scheduler:
             refusals[refused] += 1
             verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
-        reasons: Counter[str] = Counter({self._reasons[i]: int(n) for i, n in enumerate(counts) if n})
+        reasons: Counter[str] = Counter()
+        for i, n in enumerate(counts.tolist()):
+            if n:  # one text may have several indices, one per code
+                reasons[self._reasons[i]] += n
         nominated, status = self.runner.post_filter(state, pod, dict(reasons))
         if status is None:
             status = Status.unschedulable("no node fits", plugin="Scheduler")
@@ -188,6 +193,12 @@ class Scheduler:
     def reasons(self) -> list[str]:
         """Filter reasons by the index :meth:`evaluate` gives."""
         return self._reasons
+
+    def refusal(self, index: int) -> Status:
+        """The Status of reason ``index`` (an index :meth:`evaluate` gives): its code
+        (Unschedulable, or UnschedulableAndUnresolvable where the plugin's per-node ``filter``
+        would say so) and its text."""
+        return Status(self._reason_codes[index], (self._reasons[index],))
 
     def _evaluate(self, state: CycleState, pod: Pod,
                   key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
@@ -256,7 +267,7 @@ class Scheduler:
             mask, reason = self.runner.filter_rows(index, state, pod, at)
             if not mask.all():
                 refused = ~mask
-                if isinstance(reason, str):
+                if isinstance(reason, str):  # one reason, a text or a Refusal
                     verdict[pending[refused]] = self._reason_index(reason)
                 elif isinstance(reason, RowReasons):
                     lut = np.array([self._reason_index(t) for t in reason.texts], dtype=np.int64)
@@ -269,7 +280,7 @@ class Scheduler:
             for plugin in self.runner.pre_scores:
                 status = plugin.pre_score(state, pod, at)
                 if not status.is_success:
-                    verdict[pending] = self._reason_index(status.message or status.code.label)
+                    verdict[pending] = self._reason_index(reason_of(status))
                     return verdict, total, raws
             for i, (_, weight) in enumerate(self.runner.scores):
                 key = self.runner.score_key(i, state, pod)
@@ -339,7 +350,7 @@ class Scheduler:
             for plugin in self.runner.pre_scores:
                 status = plugin.pre_score(state, pod, np.array(feasible, dtype=np.int64))
                 if not status.is_success:
-                    index = self._reason_index(status.message or status.code.label)
+                    index = self._reason_index(reason_of(status))
                     for i in pending:
                         verdict[i] = index
                     return verdict, total, raws
@@ -356,10 +367,15 @@ class Scheduler:
         return verdict, total, raws
 
     def _reason_index(self, reason: str) -> int:
-        index = self._reason_ids.get(reason)
+        """The index of a refused row's reason: its text with its code (:func:`~toposched.scheduler.status.code_of`),
+        so one text refused with two codes has two indices. ``reasons`` holds plain texts."""
+        code = code_of(reason)
+        key = reason if code == Code.UNSCHEDULABLE else (str(reason), code)  # a Refusal hashes as its text
+        index = self._reason_ids.get(key)
         if index is None:
-            index = self._reason_ids[reason] = len(self._reasons)
-            self._reasons.append(reason)
+            index = self._reason_ids[key] = len(self._reasons)
+            self._reasons.append(str(reason))
+            self._reason_codes.append(code)
         return index
 
     def shape(self, pod: Pod) -> tuple | None:

@@ -4,6 +4,10 @@ Mirrors the Kubernetes scheduling framework's ``framework.Status``: a code and t
 behind it. ``Unschedulable`` means the node might fit after preemption or when other pods
 leave; ``UnschedulableAndUnresolvable`` means it cannot fit whatever happens (the extender's
 ``FailedAndUnresolvableNodes``).
+
+A batch or few-rows filter gives a refused row's reason as a text; a :class:`Refusal` is such a
+text that also carries a code other than Unschedulable (:func:`reason_of` makes one from a
+Status, :func:`code_of` reads it back), so the code survives the paths that judge many rows.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-__all__ = ["Code", "Status"]
+__all__ = ["Code", "Refusal", "Status", "code_of", "reason_of"]
 
 
 class Code(IntEnum):
@@ -98,3 +102,37 @@ class Status:
 
 
 _SUCCESS = Status()
+
+
+class Refusal(str):
+    """A refused row's reason that carries its Status code: equal to (and printed as) its text.
+
+    What a batch filter (``filter_all``) or few-rows filter (``filter_few``) gives, in place of a
+    plain text, for a row the plugin's per-node ``filter`` refuses with a code other than
+    Unschedulable (above all UnschedulableAndUnresolvable: a cordoned node, an untolerated taint,
+    a NUMA policy conflict). A plain text means Unschedulable. Text operations (joining,
+    formatting, ``str()``) give plain texts, and a Refusal compares and hashes as its text: a
+    table of reasons keys it by ``(text, code)``.
+    """
+
+    code: Code
+
+    def __new__(cls, text: str, code: Code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE) -> Refusal:
+        out = super().__new__(cls, text)
+        out.code = Code(code)
+        return out
+
+    def __reduce__(self) -> tuple:
+        return Refusal, (str(self), self.code)
+
+
+def code_of(reason: str) -> Code:
+    """The Status code of a refused row's reason: a :class:`Refusal`'s, else Unschedulable."""
+    return reason.code if isinstance(reason, Refusal) else Code.UNSCHEDULABLE
+
+
+def reason_of(status: Status) -> str:
+    """A refusing Status as a refused row's reason: its message (its code's label when it has
+    none), a :class:`Refusal` keeping the code unless that is Unschedulable."""
+    text = status.message or status.code.label
+    return text if status.code == Code.UNSCHEDULABLE else Refusal(text, status.code)

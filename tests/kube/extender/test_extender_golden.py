@@ -112,4 +112,21 @@ def test_a_refusal_that_preemption_cannot_cure_is_unresolvable_even_where_the_ve
     answer = exchange(world, "filter", "filter-policy-conflict")
     # h's kubelet runs best-effort; the pod demands single-numa-node: no eviction can change that
     assert list(answer["FailedAndUnresolvableNodes"]) == ["h"] and answer["NodeNames"] == ["a", "b"]
-    assert "NUMA Topology policy not match" in answer["FailedAndUnresolvableNodes"]["h"]
+    # the batch verdicts' text, shared with nodes refused (Unschedulable) for want of room on one NUMA node
+    assert answer["FailedAndUnresolvableNodes"]["h"] == "cannot align cpu, memory on the node's NUMA nodes"
+
+
+def test_unresolvable_nodes_come_from_the_batch_verdicts_without_a_per_node_pass(monkeypatch):
+    world = build()
+
+    def no_per_node_pass(*args, **kwargs):
+        raise AssertionError("the extender ran the per-node filter chain")
+
+    monkeypatch.setattr(world.scheduler.runner, "filter_node", no_per_node_pass)
+    answer = exchange(world, "filter", "filter-policy-conflict")  # h: the pod's NUMA policy conflicts with its kubelet's
+    assert list(answer["FailedAndUnresolvableNodes"]) == ["h"]
+    world = build()
+    monkeypatch.setattr(world.scheduler.runner, "filter_node", no_per_node_pass)
+    answer = exchange(world, "filter", "filter-node-names")  # c: cordoned; b: no NUMA node has room (resolvable)
+    assert answer["FailedAndUnresolvableNodes"] == {"c": "node(s) were unschedulable"}
+    assert set(answer["FailedNodes"]) == {"b", "d"}

@@ -4,22 +4,18 @@
 extender must answer for exactly the nodes it is given, tell an ``Unschedulable`` node from an
 ``UnschedulableAndUnresolvable`` one, and reserve on a node of kube-scheduler's choosing at bind.
 It runs the profile's framework runner (``scheduler.runner``): ``advance`` (the Clock plugins),
-``pre_filter`` (PreFilter, cached per pod shape), ``filter_node`` (the per-node filter chain) and
-``reserve`` (Reserve with the post-Reserve confirmation), and :meth:`Scheduler.evaluate` over
-exactly the given rows.
+``pre_filter`` (PreFilter, cached per pod shape) and ``reserve`` (Reserve with the post-Reserve
+confirmation), and :meth:`Scheduler.evaluate` over exactly the given rows.
 
-The vectorised filters say which nodes refuse; why, and whether it is ``Unschedulable`` or
-``UnschedulableAndUnresolvable``, is asked of the profile's per-node filters (the reference
-semantics), the only place that distinction lives: one vector reason may cover both
-(NUMAAlignment's "cannot align ..." also covers a pod whose NUMA policy conflicts with the
-node's, which is unresolvable). Their messages are also the precise, kube-scheduler-like ones
-("node(s) had untolerated taint {gpu: yes}"). :class:`RefusalCache` keeps these statuses per
-pod shape while the nodes do not change.
+Each refusal's code comes with the batch verdicts: the Scheduler's reason table keeps, per
+reason, the code the plugin's per-node ``filter`` would give (a cordoned node, an untolerated
+taint, a node affinity mismatch, a NUMA policy conflict are ``UnschedulableAndUnresolvable``), so
+no node is judged a second time, node by node. The messages are the Scheduler's own reasons, the
+texts :meth:`Scheduler.schedule` counts in its FitError message.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +24,7 @@ import numpy as np
 from toposched.scheduler import Code, CycleState, Placement, Scheduler, Status
 from toposched.workload import Pod
 
-__all__ = ["NOT_IN_VIEW", "Evaluation", "RefusalCache", "evaluate", "reserve_best", "reserve_on"]
+__all__ = ["NOT_IN_VIEW", "Evaluation", "evaluate", "reserve_best", "reserve_on"]
 
 NOT_IN_VIEW = "node(s) not in toposched's view of the cluster yet"
 
@@ -47,44 +43,14 @@ class Evaluation:
     refused: dict[str, Status] = field(default_factory=dict)  # node -> its Status (code and reason)
 
 
-class RefusalCache:
-    """Per pod shape, the Status of each node the filters refused, kept until that node changes.
-
-    Running the per-node filters costs about 0.1 ms a node; pods of one shape (a Deployment's
-    replicas) reuse the refusals of every node whose table row was not rebuilt since, as
-    the Scheduler's own per-shape cache reuses verdicts.
-    """
-
-    def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._by_shape: OrderedDict[tuple, tuple[int, dict[str, Status]]] = OrderedDict()
-
-    def statuses(self, scheduler: Scheduler, key: tuple | None) -> dict[str, Status]:
-        """The statuses still valid for pods of shape ``key`` (a fresh dict to fill when there are none)."""
-        if key is None:
-            return {}
-        table = scheduler.table
-        stamp, known = self._by_shape.pop(key, (table.stamp, {}))
-        changed = table.changed_since(stamp)
-        if changed is None:
-            known = {}
-        else:
-            for row in changed.tolist():
-                known.pop(table.names[row], None)
-        self._by_shape[key] = (table.stamp, known)
-        while len(self._by_shape) > self.size:
-            self._by_shape.popitem(last=False)
-        return known
-
-
-def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
-             cache: RefusalCache | None = None) -> Evaluation:
+def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float) -> Evaluation:
     """Filter and score ``pod`` on ``nodes`` only (no other node is looked at, nothing is reserved).
 
     Nodes the cluster does not know (or knows as gone) are refused as Unschedulable with
     :data:`NOT_IN_VIEW`: the extender's watch may lag behind kube-scheduler's. A PreFilter
-    refusal (a malformed annotation is UnschedulableAndUnresolvable) applies to every node.
-    ``cache`` keeps refusals between calls (see :class:`RefusalCache`).
+    refusal (a malformed annotation is UnschedulableAndUnresolvable) applies to every node. A
+    refused node's Status is its reason from the batch verdicts, with that reason's code (a
+    plugin's Error is reported as Unschedulable: the extender protocol has no per-node error).
     """
     scheduler.runner.advance(now)
     key = scheduler.shape(pod)
@@ -108,28 +74,22 @@ def evaluate(scheduler: Scheduler, pod: Pod, nodes: Sequence[str], now: float,
         return out
     rows = np.array([table.index[name] for name in known], dtype=np.int64)
     verdict, total = scheduler.evaluate(state, pod, key, rows)  # scores normalized over the given feasible nodes
-    refusals = cache.statuses(scheduler, key) if cache is not None else {}
+    statuses: dict[int, Status] = {}  # per reason index
     for name, v, t in zip(known, verdict.tolist(), total.tolist()):
         if v < 0:
             out.feasible[name] = int(t)
             continue
-        status = refusals.get(name)
+        status = statuses.get(v)
         if status is None:
-            status = refusals[name] = _refusal(scheduler, state, pod, name, scheduler.reasons[v])
+            status = statuses[v] = _refusal(scheduler.refusal(v))
         out.refused[name] = status
     return out
 
 
-def _refusal(scheduler: Scheduler, state: CycleState, pod: Pod, name: str, reason: str) -> Status:
-    """The first per-node filter's refusal of ``pod`` on ``name``; the vector ``reason`` if none refuses.
-
-    A plugin's Error is reported as Unschedulable: the extender protocol has no per-node error.
-    """
-    verdict, plugin = scheduler.runner.filter_node(state, pod, scheduler.cluster.nodes[name])
-    if not verdict.is_success:
-        code = verdict.code if verdict.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else Code.UNSCHEDULABLE
-        return Status(code, verdict.reasons or (reason,), verdict.plugin or plugin)
-    return Status.unschedulable(reason, plugin="toposched")
+def _refusal(status: Status) -> Status:
+    """A reason's Status as the extender reports it: UnschedulableAndUnresolvable kept, any other code Unschedulable."""
+    code = status.code if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else Code.UNSCHEDULABLE
+    return Status(code, status.reasons, "toposched")
 
 
 def reserve_best(scheduler: Scheduler, evaluation: Evaluation, now: float) -> tuple[str | None, Placement | None]:

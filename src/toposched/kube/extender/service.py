@@ -35,7 +35,7 @@ from toposched.inputs import check_dns_label, check_dns_subdomain
 from toposched.kube.binding import perform_binding
 from toposched.kube.client import PODS, ApiError, KubeClient
 from toposched.kube.extender.preemption import fits_after_eviction
-from toposched.kube.extender.restricted import Evaluation, RefusalCache, evaluate, reserve_best, reserve_on
+from toposched.kube.extender.restricted import Evaluation, evaluate, reserve_best, reserve_on
 from toposched.kube.extender.wire import (
     MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
@@ -108,7 +108,6 @@ class ExtenderService:
         self.lock = lock or threading.RLock()
         self._reservations: dict[str, Reservation] = {}
         self._bound: OrderedDict[str, str] = OrderedDict()  # pod uid -> node, for pods this service bound
-        self._refusals = RefusalCache()
 
     # ---- reservations ------------------------------------------------------------------------------
 
@@ -155,7 +154,7 @@ class ExtenderService:
         """Evaluate ``pod`` on ``names`` and hold a reservation on the best node that takes it exactly."""
         uid = pod.uid or pod.key
         self._drop(uid)
-        evaluation = evaluate(self.scheduler, pod, names, now, self._refusals)
+        evaluation = evaluate(self.scheduler, pod, names, now)
         node, placement = reserve_best(self.scheduler, evaluation, now)
         if node is not None:
             self._reservations[uid] = Reservation(pod, node, placement, now + self.reservation_ttl,
@@ -310,7 +309,7 @@ class ExtenderService:
             return ""
         self._drop(uid)
         now = self.clock()
-        evaluation = evaluate(self.scheduler, pod, [node], now, self._refusals)
+        evaluation = evaluate(self.scheduler, pod, [node], now)
         placement = reserve_on(self.scheduler, evaluation, node, now)
         if placement is None:
             status = evaluation.refused.get(node) or Status.unschedulable("no longer fits")

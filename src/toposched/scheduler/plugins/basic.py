@@ -18,7 +18,7 @@ from toposched.errors import InputError
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.nodes import untolerated_taint
-from toposched.scheduler.status import Status
+from toposched.scheduler.status import Refusal, Status
 from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
 from toposched.workload import Pod
 
@@ -37,6 +37,7 @@ class NodeUnschedulable:
 
     name = "NodeUnschedulable"
     reason = "node(s) were unschedulable"
+    refusal = Refusal(reason)  # the batch and few-rows reason: UnschedulableAndUnresolvable, as ``filter`` says
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         pass
@@ -49,14 +50,14 @@ class NodeUnschedulable:
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        return table.view("schedulable")[rows] & table.view("live")[rows], self.reason
+        return table.view("schedulable")[rows] & table.view("live")[rows], self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
         out: list[str | None] = []
         for row in rows:
             values = table.row_values(row)
-            out.append(None if values.schedulable and values.live else self.reason)
+            out.append(None if values.schedulable and values.live else self.refusal)
         return out
 
 
@@ -66,6 +67,7 @@ class TaintToleration:
 
     name = "TaintToleration"
     reason = "node(s) had untolerated taint"
+    refusal = Refusal(reason)  # the batch and few-rows reason: UnschedulableAndUnresolvable, as ``filter`` says
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         pass
@@ -80,12 +82,12 @@ class TaintToleration:
         ok = np.ones(table.size, dtype=bool)
         for row in table.tainted:
             ok[row] = self._tolerated(pod, table, row)
-        return ok[rows], self.reason
+        return ok[rows], self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
         tainted = table.tainted
-        return [None if row not in tainted or self._tolerated(pod, table, row) else self.reason for row in rows]
+        return [None if row not in tainted or self._tolerated(pod, table, row) else self.refusal for row in rows]
 
     @staticmethod
     def _tolerated(pod: Pod, table: NodeTable, row: int) -> bool:
@@ -99,6 +101,7 @@ class NodeAffinity:
 
     name = "NodeAffinity"
     reason = "node(s) didn't match Pod's node affinity/selector"
+    refusal = Refusal(reason)  # the batch and few-rows reason: UnschedulableAndUnresolvable, as ``filter`` says
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         pass
@@ -110,17 +113,17 @@ class NodeAffinity:
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
         if not pod.node_selector:
-            return np.ones(len(rows), dtype=bool), self.reason
+            return np.ones(len(rows), dtype=bool), self.refusal
         ok = np.zeros(len(rows), dtype=bool)
         for i, row in enumerate(rows):
             ok[i] = self._matches(pod, table, row)
-        return ok, self.reason
+        return ok, self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
         if not pod.node_selector:
             return [None] * len(rows)
-        return [None if self._matches(pod, table, row) else self.reason for row in rows]
+        return [None if self._matches(pod, table, row) else self.refusal for row in rows]
 
     @staticmethod
     def _matches(pod: Pod, table: NodeTable, row: int) -> bool:

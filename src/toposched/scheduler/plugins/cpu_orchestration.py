@@ -53,7 +53,7 @@ from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, StateKey, registry
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.intent import (
     FULL_PCPUS,
     KOORDINATOR_RESOURCE_SPEC,
@@ -70,8 +70,8 @@ from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import CPUOrchestrationArgs, plugin_args
 from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.row_memo import RowMemo
-from toposched.scheduler.plugins.rows import filter_rows, refusals
-from toposched.scheduler.status import Status
+from toposched.scheduler.plugins.rows import filter_rows, refusals_few
+from toposched.scheduler.status import Code, Status, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Pod
@@ -890,11 +890,13 @@ class CPUOrchestration:
                 return Status.unschedulable(reason, plugin=self.name)
         return Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        """The per-node verdict for every row: only the rows that can fail are evaluated node by node."""
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The per-node verdict for every row: only the rows that can fail are evaluated node by node.
+        Each refused row keeps its per-node code (UnschedulableAndUnresolvable where the node can never
+        bind the pod's CPUs as asked)."""
         request = self._request(state, pod)
         if request.refusal is not None:
-            return np.zeros(len(rows), dtype=bool), request.refusal.message
+            return np.zeros(len(rows), dtype=bool), reason_of(request.refusal)
         ok = np.ones(len(rows), dtype=bool)
         if not request.needs:
             return ok, ""
@@ -903,10 +905,9 @@ class CPUOrchestration:
         if intent.cpu_bind_policy or self.default_policy:
             return self._filter_every_row(request, table, rows)
         positions = self._flagged(table.cluster).positions(table, rows)
-        reasons = filter_rows(self, state, pod, table, rows, positions, ok)
-        return ok, self._reason(reasons)
+        return ok, filter_rows(self, state, pod, table, rows, positions, ok, self._reason)
 
-    def _filter_every_row(self, request: _Request, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+    def _filter_every_row(self, request: _Request, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """:meth:`filter` on every row as array arithmetic: one verdict per class of nodes, and the free-CPU
         counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
         memo = self._memos.get(table)
@@ -916,6 +917,7 @@ class CPUOrchestration:
         cls, counts = memo.cls[rows], memo.values[rows]
         ok = np.ones(len(rows), dtype=bool)
         reasons: set[str] = set()
+        codes = np.full(len(rows), Code.UNSCHEDULABLE, dtype=np.int64)  # per refused row, its per-node code
         for ident in np.unique(cls).tolist():
             if ident < 0:
                 continue  # a gone node: the per-node filter passes it
@@ -925,6 +927,7 @@ class CPUOrchestration:
             if not verdict.status.is_success:
                 ok[at] = False
                 reasons.add(verdict.status.message)
+                codes[at] = verdict.status.code
                 continue
             if not verdict.required:
                 continue
@@ -942,7 +945,14 @@ class CPUOrchestration:
                     reasons.add(f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
                                 f"the best NUMA node has {have}")
                 ok[at[narrow]] = False
-        return ok, self._reason(reasons)
+        reason = self._reason(reasons)
+        kinds = np.unique(codes[~ok]).tolist()
+        if len(kinds) <= 1:
+            return ok, reason_of(Status(Code(kinds[0]), (reason,))) if kinds else reason
+        # The one summary text under each code that refused a row.
+        at = np.searchsorted(kinds, codes)
+        at[ok] = 0
+        return ok, RowReasons(at, [reason_of(Status(Code(k), (reason,))) for k in kinds])
 
     def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int]:
         """The CPUs a required FullPCPUs and SpreadByPCPUs pod may use on ``node`` (as :meth:`filter` counts
@@ -961,7 +971,7 @@ class CPUOrchestration:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
         request = self._request(state, pod)
         if request.refusal is not None:
-            return [request.refusal.message] * len(rows)
+            return [reason_of(request.refusal)] * len(rows)
         if not request.needs:
             return [None] * len(rows)
         intent = request.intent
@@ -970,9 +980,7 @@ class CPUOrchestration:
             positions: Iterable[int] = range(len(rows))
         else:
             positions = self._flagged(table.cluster).positions_few(table, rows)
-        refused = refusals(self, state, pod, table, rows, positions)
-        reason = self._reason(set(refused.values()))
-        return [reason if i in refused else None for i in range(len(rows))]
+        return refusals_few(self, state, pod, table, rows, positions, self._reason)
 
     @staticmethod
     def _reason(reasons: set[str]) -> str:

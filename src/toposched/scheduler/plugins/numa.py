@@ -23,7 +23,7 @@ from toposched.kubelet.device_manager import container_device_requests, pod_devi
 from toposched.kubelet.memory_manager import pod_requested_memory
 from toposched.names import KOORDINATOR_RESOURCE_PREFIX
 from toposched.scheduler.cluster import NodeRecord, placement_of
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.intent import (
     SOURCE_KUBELET_CONFIG,
     NodePolicy,
@@ -32,7 +32,7 @@ from toposched.scheduler.intent import (
     node_topology_policy,
     pod_intent,
 )
-from toposched.scheduler.status import Status
+from toposched.scheduler.status import Refusal, Status
 from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues
 from toposched.workload import GUARANTEED, Container, Pod
 
@@ -232,8 +232,11 @@ class NUMAAlignment:
             return Status.unschedulable("cannot align the pod on one NUMA node", plugin=self.name)
         return Status.success()
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        """Necessary condition on the given rows at once; the chosen node is confirmed exactly at Reserve."""
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Necessary condition on the given rows at once; the chosen node is confirmed exactly at Reserve.
+
+        Rows whose node's policy conflicts with the pod's are refused UnschedulableAndUnresolvable
+        (as :meth:`filter` refuses them), with the same text as the others."""
         intent = self._intent(state, pod)
         request = aligned_request(state, pod)
         node_policy = table.view("policy")[rows]
@@ -242,9 +245,10 @@ class NUMAAlignment:
         ok = np.ones(len(rows), dtype=bool)
         if pod_code:
             ok &= (node_policy == 0) | (node_policy == pod_code) | ~topology
+        conflict = ~ok
         effective = np.where(node_policy > 0, node_policy, pod_code)
         if not request.pod:
-            return ok, "pod's NUMA policy conflicts with the node's"
+            return ok, _with_conflicts("pod's NUMA policy conflicts with the node's", conflict)
         cpu_static, mem_static = table.view("cpu_static")[rows], table.view("mem_static")[rows]
         single = np.flatnonzero(topology & (effective == _SINGLE) & ok)
         if len(single):
@@ -255,7 +259,7 @@ class NUMAAlignment:
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
-        return ok, f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
+        return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows, in plain Python: None where a row passes, else its reason."""
@@ -263,14 +267,15 @@ class NUMAAlignment:
         request = aligned_request(state, pod)
         pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
         if not request.pod:
-            reason = "pod's NUMA policy conflicts with the node's"
+            conflicting = Refusal("pod's NUMA policy conflicts with the node's")
             out: list[str | None] = []
             for row in rows:
                 values = table.row_values(row)
                 ok = not pod_code or values.policy == 0 or values.policy == pod_code or not values.topology
-                out.append(None if ok else reason)
+                out.append(None if ok else conflicting)
             return out
         reason = f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
+        conflicting = Refusal(reason)
         names, _ = request.stacked
         cols = [table.zone_column(name) for name in names]
         pod_cols = {name: table.zone_column(name) for name in request.pod}
@@ -281,6 +286,9 @@ class NUMAAlignment:
             values = table.row_values(row)
             policy = values.policy
             ok = not pod_code or policy == 0 or policy == pod_code or not values.topology
+            if not ok:
+                out.append(conflicting)
+                continue
             effective = policy if policy > 0 else pod_code
             if ok and values.topology and effective in (_SINGLE, _RESTRICTED):
                 flags = (values.cpu_static, values.mem_static)
@@ -295,6 +303,14 @@ class NUMAAlignment:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
             out.append(None if ok else reason)
         return out
+
+
+def _with_conflicts(reason: str, conflict: np.ndarray) -> Any:
+    """``reason`` for every refused row, UnschedulableAndUnresolvable (a :class:`Refusal`) on the rows
+    where the pod's NUMA policy conflicts with the node's."""
+    if not conflict.any():
+        return reason
+    return RowReasons(conflict.astype(np.int64), (reason, Refusal(reason)))
 
 
 def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[str, int], cpu_static: bool,

@@ -41,9 +41,9 @@ class NodeResourceTopologyMatch:
     """scheduler-plugins' NodeResourceTopologyMatch (Filter, Score, Reserve, PostBind), with its NRT cache."""
 
     name = "NodeResourceTopologyMatch"
-    # Its answer for a node reads only that node's report (or the cache's view of that node) and
-    # allocatable; every change of either marks the node's row changed: the scheduler may keep
-    # answers per pod shape between changes.
+    # framework.RowLocal: its answer for a node reads only that node's report (or the cache's view
+    # of that node) and allocatable; every change of either marks the node's row changed: the
+    # scheduler may keep answers per pod shape between changes.
     row_local = True
 
     def __init__(self, args: Mapping[str, Any] | NodeResourceTopologyMatchArgs | None) -> None:

@@ -57,7 +57,7 @@ from toposched.scheduler.intent import NodePolicy, effective_policy, node_topolo
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import FlaggedNodes
 from toposched.scheduler.plugins.numa import POD_INTENT
-from toposched.scheduler.plugins.rows import filter_rows, refusals
+from toposched.scheduler.plugins.rows import filter_rows, refusals_few
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology import Machine
@@ -279,23 +279,21 @@ class ZoneCapacity:
             return False
         return effective == "single-numa-node"
 
-    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        """The per-node verdict for every row; only rows whose node has capped zones are evaluated."""
+    def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The per-node verdict for every row; only rows whose node has capped zones are evaluated
+        (each refused row keeps its per-node code: an unusable capacity is UnschedulableAndUnresolvable)."""
         ok = np.ones(len(rows), dtype=bool)
         positions = self._flagged(table.cluster).positions(table, rows)
         if not len(positions) or not self._demand(state, pod).total:
             return ok, ""
-        reasons = filter_rows(self, state, pod, table, rows, positions, ok)
-        return ok, self._reason(reasons)
+        return ok, filter_rows(self, state, pod, table, rows, positions, ok, self._reason)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
         positions = self._flagged(table.cluster).positions_few(table, rows)
         if not positions or not self._demand(state, pod).total:
             return [None] * len(rows)
-        refused = refusals(self, state, pod, table, rows, positions)
-        reason = self._reason(set(refused.values()))
-        return [reason if i in refused else None for i in range(len(rows))]
+        return refusals_few(self, state, pod, table, rows, positions, self._reason)
 
     @staticmethod
     def _reason(reasons: set[str]) -> str:
