@@ -107,13 +107,15 @@ def test_preempt_keeps_only_nodes_where_evicting_the_victims_makes_room_on_one_n
     assert {n: world.cluster.nodes[n].model.state() for n in ("b", "g")} == before  # asked of a scratch replica
 
 
-def test_a_refusal_that_preemption_cannot_cure_is_unresolvable_even_where_the_vector_reason_is_shared():
+def test_a_refusal_that_preemption_cannot_cure_is_unresolvable_and_names_both_policies():
     world = build()
     answer = exchange(world, "filter", "filter-policy-conflict")
     # h's kubelet runs best-effort; the pod demands single-numa-node: no eviction can change that
     assert list(answer["FailedAndUnresolvableNodes"]) == ["h"] and answer["NodeNames"] == ["a", "b"]
-    # the batch verdicts' text, shared with nodes refused (Unschedulable) for want of room on one NUMA node
-    assert answer["FailedAndUnresolvableNodes"]["h"] == "cannot align cpu, memory on the node's NUMA nodes"
+    # the batch verdict's own text for a policy conflict, not the one of nodes short of room on one NUMA node
+    assert answer["FailedAndUnresolvableNodes"]["h"] == (
+        "node(s) NUMA Topology policy not match: the pod asks for single-numa-node (toposched.io/numa-policy), "
+        "the node enforces best-effort")
 
 
 def test_unresolvable_nodes_come_from_the_batch_verdicts_without_a_per_node_pass(monkeypatch):

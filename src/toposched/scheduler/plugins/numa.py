@@ -25,6 +25,7 @@ from toposched.names import KOORDINATOR_RESOURCE_PREFIX
 from toposched.scheduler.cluster import NodeRecord, placement_of
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.intent import (
+    REASON_POLICY_MISMATCH,
     SOURCE_KUBELET_CONFIG,
     NodePolicy,
     PodIntent,
@@ -38,6 +39,7 @@ from toposched.workload import GUARANTEED, Container, Pod
 
 __all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
 
+_POLICY_NAMES = {code: name for name, code in POLICY_CODES.items()}
 _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
 
@@ -248,7 +250,7 @@ class NUMAAlignment:
         conflict = ~ok
         effective = np.where(node_policy > 0, node_policy, pod_code)
         if not request.pod:
-            return ok, _with_conflicts("pod's NUMA policy conflicts with the node's", conflict)
+            return ok, _with_conflicts("", conflict, node_policy, intent)
         cpu_static, mem_static = table.view("cpu_static")[rows], table.view("mem_static")[rows]
         single = np.flatnonzero(topology & (effective == _SINGLE) & ok)
         if len(single):
@@ -259,7 +261,8 @@ class NUMAAlignment:
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
-        return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict)
+        return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
+                                   node_policy, intent)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows, in plain Python: None where a row passes, else its reason."""
@@ -267,15 +270,13 @@ class NUMAAlignment:
         request = aligned_request(state, pod)
         pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
         if not request.pod:
-            conflicting = Refusal("pod's NUMA policy conflicts with the node's")
             out: list[str | None] = []
             for row in rows:
                 values = table.row_values(row)
                 ok = not pod_code or values.policy == 0 or values.policy == pod_code or not values.topology
-                out.append(None if ok else conflicting)
+                out.append(None if ok else _conflict(intent, values.policy))
             return out
         reason = f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
-        conflicting = Refusal(reason)
         names, _ = request.stacked
         cols = [table.zone_column(name) for name in names]
         pod_cols = {name: table.zone_column(name) for name in request.pod}
@@ -287,7 +288,7 @@ class NUMAAlignment:
             policy = values.policy
             ok = not pod_code or policy == 0 or policy == pod_code or not values.topology
             if not ok:
-                out.append(conflicting)
+                out.append(_conflict(intent, policy))
                 continue
             effective = policy if policy > 0 else pod_code
             if ok and values.topology and effective in (_SINGLE, _RESTRICTED):
@@ -305,12 +306,20 @@ class NUMAAlignment:
         return out
 
 
-def _with_conflicts(reason: str, conflict: np.ndarray) -> Any:
-    """``reason`` for every refused row, UnschedulableAndUnresolvable (a :class:`Refusal`) on the rows
-    where the pod's NUMA policy conflicts with the node's."""
+def _with_conflicts(reason: str, conflict: np.ndarray, node_policy: np.ndarray, intent: PodIntent) -> Any:
+    """``reason`` for every refused row, except the rows where the pod's NUMA policy conflicts with the
+    node's: those get :func:`_conflict` of their node's policy (UnschedulableAndUnresolvable)."""
     if not conflict.any():
         return reason
-    return RowReasons(conflict.astype(np.int64), (reason, Refusal(reason)))
+    return RowReasons(np.where(conflict, node_policy, 0).astype(np.int64),
+                      (reason, *(_conflict(intent, code) for code in range(1, len(_POLICY_NAMES)))))
+
+
+def _conflict(intent: PodIntent, node_code: int) -> Refusal:
+    """Why a node whose Topology Manager enforces policy ``node_code`` cannot take a pod asking for
+    another one (the per-node filter's words, without where the node's policy was read)."""
+    return Refusal(f"{REASON_POLICY_MISMATCH}: the pod asks for {intent.numa_policy} ({intent.numa_policy_source}), "
+                   f"the node enforces {_POLICY_NAMES[node_code]}")
 
 
 def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[str, int], cpu_static: bool,
