@@ -36,6 +36,7 @@ from toposched.workload import Pod
 
 __all__ = ["Decision", "Scheduler"]
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _FEASIBLE = -1
 _NO_SCORE = np.iinfo(np.int64).min
 # Pod annotations the plugins read: part of a pod's shape for caching.
@@ -215,7 +216,11 @@ class Scheduler:
         if cached is not None and len(cached[0]) == size and tuple(cached[3]) == normalizing:
             verdict, total, candidates, raws, stamp = cached
             rows = self.table.changed_since(stamp)
-        if rows is None:
+        if rows is None and size > self.few_rows:  # every row: the evaluation's arrays are the shape's
+            verdict, total, raws = self._evaluate_rows(state, pod, np.arange(size), normalizing)
+            candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
+            rows = _NO_ROWS
+        elif rows is None:
             verdict = np.full(size, _FEASIBLE, dtype=np.int64)
             total = np.zeros(size, dtype=np.int64)
             candidates = np.zeros(size, dtype=np.int64)
