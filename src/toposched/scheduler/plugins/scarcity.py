@@ -172,11 +172,12 @@ class ScarcityScore:
         weights = self._weights
         assert weights is not None
         # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
-        # is computed (whole arrays, no gathers) and the asked ones picked at the end.
+        # is computed (whole arrays, no gathers) and the asked ones picked at the end. The arrays are
+        # shape-major (shapes x rows): every operation runs along the rows.
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
         able = self._able(table)[at]
-        totals, free, before = totals_all[at], free_all[at], before_all[at]
+        totals, free, before = totals_all[:, at], free_all[:, at], before_all[:, at]
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
@@ -193,15 +194,14 @@ class ScarcityScore:
                 held_before = per_zone_all[chosen, first]
                 for k in range(len(self._target)):
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
-                    after_totals[picked, k] += held - held_before[:, k]
-        # Every target shape at once: after / before are (rows, shapes).
-        after_free = np.maximum(free - np.array(take, dtype=np.int64), 0)
+                    after_totals[k, picked] += held - held_before[:, k]
+        after_free = np.maximum(free - np.array(take, dtype=np.int64)[:, None], 0)
         need_cpu, need_memory, value = self._loss_plan(needs, weights)
-        after = np.minimum(after_totals, np.minimum(after_free[:, :1] // need_cpu, after_free[:, 1:] // need_memory))
+        after = np.minimum(after_totals, np.minimum(after_free[0] // need_cpu[:, None], after_free[1] // need_memory[:, None]))
         lost = before - after
-        loss = lost[:, 0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
+        loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
         for k in range(1, len(value)):
-            loss += lost[:, k] * value[k]
+            loss += lost[k] * value[k]
         out = np.where(able, np.round(np.maximum(loss, 0.0) * 1e6), 0).astype(np.int64)  # fixed point: normalization needs the order
         return out[rows] if full else out
 
@@ -237,10 +237,11 @@ class ScarcityScore:
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For every row: per zone and target shape the pods it holds, their totals per shape, free CPU and
-        memory, and per shape the pods the row holds now (totals capped by its free CPU and memory).
-        Kept per target version and brought up to date for the rows changed since; a new target keeps
-        the columns of the shapes it shares with the old one."""
+        """For every row: per zone and target shape the pods it holds (rows x zones x shapes); their
+        totals per shape (shapes x rows); free CPU and memory (2 x rows); and per shape the pods the
+        row holds now (totals capped by its free CPU and memory; shapes x rows). Kept per target
+        version and brought up to date for the rows changed since; a new target keeps the columns of
+        the shapes it shares with the old one."""
         size = table.size
         cached = self._vector
         shapes = tuple(shape for shape, _ in self._target)
@@ -252,9 +253,9 @@ class ScarcityScore:
         elif rows is None:
             rows = np.arange(size)
             per_zone = np.zeros((size, table.max_zones, len(self._target)), dtype=np.int64)
-            totals = np.zeros((size, len(self._target)), dtype=np.int64)
-            free = np.zeros((size, 2), dtype=np.int64)
-            holds = np.zeros((size, len(self._target)), dtype=np.int64)
+            totals = np.zeros((len(self._target), size), dtype=np.int64)
+            free = np.zeros((2, size), dtype=np.int64)
+            holds = np.zeros((len(self._target), size), dtype=np.int64)
         else:
             per_zone, totals, free, holds = cached[2], cached[3], cached[4], cached[5]  # type: ignore[index]
         if len(rows):
@@ -263,14 +264,15 @@ class ScarcityScore:
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
             allowed = table.view("zfree")[rows][:, :, union][:, :, None, :] // need
             per_zone[rows] = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
-            totals[rows] = changed_totals = per_zone[rows].sum(axis=1)
-            free[rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES], axis=1), 0)
-            holds[rows] = np.minimum(changed_totals, np.minimum(changed_free[:, :1] // need_cpu, changed_free[:, 1:] // need_memory))
+            totals[:, rows] = changed_totals = per_zone[rows].sum(axis=1).T
+            free[:, rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES]), 0)
+            holds[:, rows] = np.minimum(changed_totals, np.minimum(changed_free[0] // need_cpu[:, None],
+                                                                   changed_free[1] // need_memory[:, None]))
         if self._weights is None:
             demand = np.array([count for _, count in self._target], dtype=np.float64)
-            caps = np.stack([np.minimum(totals[:, k], (free // np.maximum(needs[k][:2], 1)).min(axis=1))
-                             for k in range(len(self._target))], axis=1)
-            self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=0).astype(np.float64), 1.0)
+            caps = np.stack([np.minimum(totals[k], np.minimum(free[0] // max(int(needs[k][0]), 1), free[1] // max(int(needs[k][1]), 1)))
+                             for k in range(len(self._target))])
+            self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=1).astype(np.float64), 1.0)
         self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds, shapes)
         return per_zone, totals, free, holds
 
@@ -292,12 +294,12 @@ class ScarcityScore:
             valid = table.view("zvalid") & self._able(table)[:, None]
             for k in fresh:
                 per_zone[:, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
-        totals = per_zone.sum(axis=1)
+        totals = np.ascontiguousarray(per_zone.sum(axis=1).T)
         free = old_free
-        holds = np.zeros((table.size, len(shapes)), dtype=np.int64)
+        holds = np.zeros((len(shapes), table.size), dtype=np.int64)
         for k in range(len(shapes)):
             need = needs[k]
-            holds[:, k] = np.minimum(totals[:, k], np.minimum(free[:, 0] // need[0], free[:, 1] // need[1]))
+            holds[k] = np.minimum(totals[k], np.minimum(free[0] // need[0], free[1] // need[1]))
         return per_zone, totals, free, holds
 
     def _alike(self, cluster: Cluster) -> bool:
