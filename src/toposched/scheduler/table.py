@@ -5,7 +5,9 @@ requested per resource; zone-level arrays hold, per node and NUMA zone, what the
 give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
 A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
 keeping the table current is proportional to what changed, not to the cluster's size, and
-:meth:`changed_since` tells a cache which rows it must recompute.
+:meth:`changed_since` tells a cache which rows it must recompute. Per resource, contiguous
+arrays (:meth:`free`, :meth:`zone_free`, :meth:`zone_max`, ...) are kept the same way, so a
+plugin's batch form reads one array per resource instead of gathering blocks of rows and columns.
 """
 
 from __future__ import annotations
