@@ -391,7 +391,7 @@ def test_a_node_that_starts_forcing_a_policy_is_seen_by_the_vector_filter():
     plugin, pod = sched.profile.filters[1], guaranteed("b", 3)
     state = CycleState(cluster=cluster)
     mask, reason = plugin.filter_all(state, pod, sched.table, np.arange(1))
-    assert list(mask) == [False] and reason.startswith(SMT)
+    assert list(mask) == [False] and reason.texts[reason.codes[0]].startswith(SMT)
     assert sched.schedule(guaranteed("c", 2), now=2).node == name
 
 

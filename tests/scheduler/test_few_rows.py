@@ -165,9 +165,13 @@ def test_few_forms_are_the_vector_forms(setting: Setting, data: st.DataObject) -
         refused = False
         for plugin in scheduler.profile.pre_filters:
             refused = refused or not plugin.pre_filter(state, pod).is_success
+        alone: dict[tuple[str, int], str | None] = {}  # (plugin, row) -> its reason among every row
         for rows in (every, subset):
             for plugin in filters:
                 vector = as_reasons(*plugin.filter_all(state, pod, table, np.array(rows, dtype=np.int64)))
+                for row, reason in zip(rows, vector):  # a row's reason does not depend on the rows judged with it
+                    seen = alone.setdefault((plugin.name, row), reason)
+                    assert seen == reason and codes([seen]) == codes([reason]), f"{plugin.name} on row {row}"
                 few = plugin.filter_few(state, pod, table, rows)
                 assert few == vector, f"{plugin.name} on rows {rows}: few {few} vector {vector}"
                 assert codes(few) == codes(vector), f"{plugin.name} on rows {rows}: few {codes(few)} vector {codes(vector)}"

@@ -336,4 +336,4 @@ def test_a_zone_capped_by_a_later_report_is_seen_by_the_vector_filter():
     sched.table.refresh()
     plugin = sched.profile.filters[1]
     mask, reason = plugin.filter_all(CycleState(cluster=cluster), shared("b", 200), sched.table, np.arange(1))
-    assert list(mask) == [False] and reason.startswith("NUMA zone 0 has 0 CPU left under its capacity 500m")
+    assert list(mask) == [False] and reason.texts[reason.codes[0]].startswith("NUMA zone 0 has 0 CPU left under its capacity 500m")

@@ -53,7 +53,7 @@ from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, RowReasons, StateKey, registry
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, StateKey, registry
 from toposched.scheduler.intent import (
     FULL_PCPUS,
     KOORDINATOR_RESOURCE_SPEC,
@@ -70,8 +70,8 @@ from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import CPUOrchestrationArgs, plugin_args
 from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.row_memo import RowMemo
-from toposched.scheduler.plugins.rows import filter_rows, refusals_few
-from toposched.scheduler.status import Code, Status, reason_of
+from toposched.scheduler.plugins.rows import ReasonCodes, filter_rows, refusals_few
+from toposched.scheduler.status import Status, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Pod
@@ -905,7 +905,7 @@ class CPUOrchestration:
         if intent.cpu_bind_policy or self.default_policy:
             return self._filter_every_row(request, table, rows)
         positions = self._flagged(table.cluster).positions(table, rows)
-        return ok, filter_rows(self, state, pod, table, rows, positions, ok, self._reason)
+        return ok, filter_rows(self, state, pod, table, rows, positions, ok)
 
     def _filter_every_row(self, request: _Request, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """:meth:`filter` on every row as array arithmetic: one verdict per class of nodes, and the free-CPU
@@ -916,8 +916,7 @@ class CPUOrchestration:
         memo.update(table)
         cls, counts = memo.cls[rows], memo.values[rows]
         ok = np.ones(len(rows), dtype=bool)
-        reasons: set[str] = set()
-        codes = np.full(len(rows), Code.UNSCHEDULABLE, dtype=np.int64)  # per refused row, its per-node code
+        reasons = ReasonCodes(len(rows))  # each refused row's own reason, as the per-node filter words it
         for ident in np.unique(cls).tolist():
             if ident < 0:
                 continue  # a gone node: the per-node filter passes it
@@ -926,8 +925,7 @@ class CPUOrchestration:
             at = np.flatnonzero(cls == ident)
             if not verdict.status.is_success:
                 ok[at] = False
-                reasons.add(verdict.status.message)
-                codes[at] = verdict.status.code
+                reasons.set(at, reason_of(verdict.status))
                 continue
             if not verdict.required:
                 continue
@@ -936,23 +934,17 @@ class CPUOrchestration:
             total, best = counts[at, column], counts[at, column + 1]
             short = total < request.peak
             for have in np.unique(total[short]).tolist():
-                reasons.add(f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {have}")
+                reasons.set(at[short & (total == have)],
+                            f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {have}")
             ok[at[short]] = False
             if verdict.numa_policy == "single-numa-node":
                 want = request.peak if facts.scope == "pod" else max(count for _, count, _ in request.containers)  # type: ignore[attr-defined]
                 narrow = ~short & (best < want)
                 for have in np.unique(best[narrow]).tolist():
-                    reasons.add(f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
-                                f"the best NUMA node has {have}")
+                    reasons.set(at[narrow & (best == have)], f"not enough {unit} on one NUMA node for {verdict.policy}: "
+                                                             f"needs {want} CPUs, the best NUMA node has {have}")
                 ok[at[narrow]] = False
-        reason = self._reason(reasons)
-        kinds = np.unique(codes[~ok]).tolist()
-        if len(kinds) <= 1:
-            return ok, reason_of(Status(Code(kinds[0]), (reason,))) if kinds else reason
-        # The one summary text under each code that refused a row.
-        at = np.searchsorted(kinds, codes)
-        at[ok] = 0
-        return ok, RowReasons(at, [reason_of(Status(Code(k), (reason,))) for k in kinds])
+        return ok, reasons.result()
 
     def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int]:
         """The CPUs a required FullPCPUs and SpreadByPCPUs pod may use on ``node`` (as :meth:`filter` counts
@@ -980,12 +972,7 @@ class CPUOrchestration:
             positions: Iterable[int] = range(len(rows))
         else:
             positions = self._flagged(table.cluster).positions_few(table, rows)
-        return refusals_few(self, state, pod, table, rows, positions, self._reason)
-
-    @staticmethod
-    def _reason(reasons: set[str]) -> str:
-        """The one reason of the refused rows, else the general one."""
-        return reasons.pop() if len(reasons) == 1 else "cannot bind the pod's CPUs as its CPU bind policy requires"
+        return refusals_few(self, state, pod, table, rows, positions)
 
     # ---- after Reserve
 

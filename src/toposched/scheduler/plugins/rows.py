@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from toposched.scheduler.framework import CycleState
-from toposched.scheduler.status import Code, Refusal, code_of, reason_of
+from toposched.scheduler.framework import CycleState, RowReasons
+from toposched.scheduler.status import Code, code_of, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
-__all__ = ["filter_rows", "refusals", "refusals_few"]
+__all__ = ["ReasonCodes", "filter_rows", "refusals", "refusals_few"]
 
 
 def refusals(plugin: Any, state: CycleState, pod: Pod, table: NodeTable, rows: Sequence[int],
@@ -32,30 +32,42 @@ def refusals(plugin: Any, state: CycleState, pod: Pod, table: NodeTable, rows: S
 
 
 def filter_rows(plugin: Any, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray,
-                positions: np.ndarray, ok: np.ndarray, summary: Callable[[set[str]], str]) -> Any:
+                positions: np.ndarray, ok: np.ndarray) -> Any:
     """Apply ``plugin.filter`` to ``rows[positions]``; clear ``ok`` where it refuses; return the batch
-    form's reason: ``summary`` of the texts given, for every refused row, with each row's own code
-    (one reason when every refusal has one code, else one per row)."""
-    refused = refusals(plugin, state, pod, table, rows, positions)
-    for i in refused:
+    form's reason: each refused row's own per-node reason, with its code."""
+    reasons = ReasonCodes(len(rows))
+    for i, reason in refusals(plugin, state, pod, table, rows, positions).items():
         ok[i] = False
-    text = str(summary({str(r) for r in refused.values()}))
-    kinds = {code_of(r) for r in refused.values()}
-    if len(kinds) <= 1:
-        return _coded(text, kinds.pop() if kinds else Code.UNSCHEDULABLE)
-    out = [""] * len(rows)
-    for i, reason in refused.items():
-        out[i] = _coded(text, code_of(reason))
-    return out
+        reasons.set(i, reason)
+    return reasons.result()
 
 
 def refusals_few(plugin: Any, state: CycleState, pod: Pod, table: NodeTable, rows: Sequence[int],
-                 positions: Iterable[int], summary: Callable[[set[str]], str]) -> list[str | None]:
-    """:func:`filter_rows` for a few rows: None where a row passes, else the summary with its own code."""
+                 positions: Iterable[int]) -> list[str | None]:
+    """:func:`filter_rows` for a few rows: None where a row passes, else its own reason and code."""
     refused = refusals(plugin, state, pod, table, rows, positions)
-    text = str(summary({str(r) for r in refused.values()}))
-    return [_coded(text, code_of(refused[i])) if i in refused else None for i in range(len(rows))]
+    return [refused.get(i) for i in range(len(rows))]
 
 
-def _coded(text: str, code: Code) -> str:
-    return text if code == Code.UNSCHEDULABLE else Refusal(text, code)
+class ReasonCodes:
+    """A batch form's per-row reasons as :class:`~toposched.scheduler.framework.RowReasons`: each
+    reason (a text, or a :class:`~toposched.scheduler.status.Refusal` carrying another code)
+    interned once, so a row's reason is its own whatever other rows are judged with it."""
+
+    def __init__(self, size: int) -> None:
+        self.codes = np.zeros(size, dtype=np.int64)  # 0: no reason (the row passes)
+        self.texts: list[str] = [""]
+        self._index: dict[tuple[str, Code], int] = {}
+
+    def set(self, at: Any, reason: str) -> None:
+        """``reason`` for the rows ``at`` (a position, or positions)."""
+        key = (str(reason), code_of(reason))
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = len(self.texts)
+            self.texts.append(reason)
+        self.codes[at] = index
+
+    def result(self) -> Any:
+        """The reasons as the batch form returns them ("" when no row was refused)."""
+        return RowReasons(self.codes, self.texts) if len(self.texts) > 1 else ""

@@ -286,20 +286,14 @@ class ZoneCapacity:
         positions = self._flagged(table.cluster).positions(table, rows)
         if not len(positions) or not self._demand(state, pod).total:
             return ok, ""
-        return ok, filter_rows(self, state, pod, table, rows, positions, ok, self._reason)
+        return ok, filter_rows(self, state, pod, table, rows, positions, ok)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
         positions = self._flagged(table.cluster).positions_few(table, rows)
         if not positions or not self._demand(state, pod).total:
             return [None] * len(rows)
-        return refusals_few(self, state, pod, table, rows, positions, self._reason)
-
-    @staticmethod
-    def _reason(reasons: set[str]) -> str:
-        """The one reason of the refused rows, else the general one."""
-        return reasons.pop() if len(reasons) == 1 else \
-            f"the pod's CPU does not fit the NUMA zones' capacity ({CPU_CAPACITY_ATTRIBUTE})"
+        return refusals_few(self, state, pod, table, rows, positions)
 
     # ---- after Reserve
 
