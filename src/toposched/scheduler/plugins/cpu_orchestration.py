@@ -543,6 +543,17 @@ def _required_masks(free: int, machine: Machine) -> tuple[int, int]:
 _CORE_MASKS: weakref.WeakKeyDictionary[Machine, tuple[list[int], list[int]]] = weakref.WeakKeyDictionary()
 
 
+@lru_cache(maxsize=65536)
+def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int]:
+    """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
+    of ``machine``: in all, and on the best NUMA node (remembered: most changes of a node leave
+    its free CPUs as they were)."""
+    full, spread = _required_masks(free, machine)
+    numa_masks = _numa_masks(machine)
+    return (full.bit_count(), max((full & m).bit_count() for m in numa_masks) if numa_masks else 0,
+            spread.bit_count(), max((spread & m).bit_count() for m in numa_masks) if numa_masks else 0)
+
+
 def _core_masks(machine: Machine) -> list[int]:
     """Each core's CPUs as a mask (cores as :func:`_topology` groups CPUs)."""
     known = _CORE_MASKS.get(machine)
@@ -952,12 +963,21 @@ class CPUOrchestration:
         model = node.model
         if model is None:
             return 0, 0, 0, 0
-        machine = model.machine
-        free, _ = self._free(node)
-        full, spread = _required_masks(free.mask, machine)
-        numa_masks = _numa_masks(machine)
-        return (full.bit_count(), max((full & m).bit_count() for m in numa_masks) if numa_masks else 0,
-                spread.bit_count(), max((spread & m).bit_count() for m in numa_masks) if numa_masks else 0)
+        return _bind_counts_of(self._free_mask(node), model.machine)
+
+    def _free_mask(self, node: NodeRecord) -> int:
+        """:meth:`_free`'s CPUs as a mask, without the holders (what :meth:`_bind_counts` needs of a node)."""
+        model = node.model
+        assert model is not None
+        if model.cpu is not None:
+            allocatable = model.cpu.allocatable_cpus().mask
+        else:
+            allocatable = model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
+        held = 0
+        for entry in node.pods.values():
+            if entry.placement is not None:
+                held |= entry.placement.cpu_mask
+        return allocatable & ~held
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""
