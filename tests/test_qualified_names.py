@@ -8,7 +8,13 @@ validation (``ignoredResources``) reports the same problems.
 import pytest
 
 from toposched.errors import InputError
-from toposched.inputs import check_qualified_name, qualified_name_problems
+from toposched.inputs import (
+    check_dns_label,
+    check_dns_subdomain,
+    check_labels,
+    check_qualified_name,
+    qualified_name_problems,
+)
 from toposched.scheduler.plugin_args import NodeResourcesFitArgs, plugin_args
 
 VALID = ["cpu", "nvidia.com/gpu", "example.com/My_Name.1", "a", "x" * 63, "a" * 253 + "/b"]
@@ -43,3 +49,19 @@ def test_plugin_args_report_the_same_problems(name):
     with pytest.raises(InputError) as err:
         plugin_args(NodeResourcesFitArgs, {"ignoredResources": [name]}, "NodeResourcesFit")
     assert "; ".join(qualified_name_problems(name)) in str(err.value)
+
+
+@pytest.mark.parametrize(("check", "value"), [
+    (check_dns_subdomain, "node-1\n"), (check_dns_label, "app\n"), (check_dns_subdomain, "node-1.example\n"),
+])
+def test_a_name_with_a_trailing_newline_is_refused(check, value):
+    """``$`` in a pattern also matches before a final newline: the whole name must match, not a prefix."""
+    assert check(value.rstrip("\n"), field="f") == value.rstrip("\n")
+    with pytest.raises(InputError, match="is not a valid name"):
+        check(value, field="f")
+
+
+def test_a_label_value_with_a_trailing_newline_is_refused():
+    assert check_labels({"pool": "gpu"}, field="labels") == {"pool": "gpu"}
+    with pytest.raises(InputError, match="is not a valid label value"):
+        check_labels({"pool": "gpu\n"}, field="labels")

@@ -298,7 +298,7 @@ def check_dns_subdomain(value: Any, *, field: str, source: str | None = None) ->
     """``value`` if it is a DNS-1123 subdomain (a Node, Pod or object name), else InputError."""
     if not isinstance(value, str):
         raise InputError(f"expected a name (string), got {type(value).__name__}", field=field, source=source)
-    if not value or len(value) > MAX_NAME_LENGTH or not _DNS_SUBDOMAIN.match(value):
+    if not value or len(value) > MAX_NAME_LENGTH or not _DNS_SUBDOMAIN.fullmatch(value):
         raise InputError(f"{value[:80]!r} is not a valid name: lower-case letters, digits, '-' and '.', "
                          f"at most {MAX_NAME_LENGTH} characters (DNS-1123 subdomain)", field=field, source=source)
     return value
@@ -308,7 +308,7 @@ def check_dns_label(value: Any, *, field: str, source: str | None = None) -> str
     """``value`` if it is a DNS-1123 label (a namespace, a container name), else InputError."""
     if not isinstance(value, str):
         raise InputError(f"expected a name (string), got {type(value).__name__}", field=field, source=source)
-    if not value or len(value) > 63 or not _DNS_LABEL.match(value):
+    if not value or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise InputError(f"{value[:80]!r} is not a valid name: lower-case letters, digits and '-', "
                          "at most 63 characters (DNS-1123 label)", field=field, source=source)
     return value
@@ -434,7 +434,7 @@ def check_labels(value: Any, *, field: str, source: str | None = None) -> dict[s
         check_qualified_name(key, field=f"{field}[{str(key)[:60]}]", source=source)
         if not isinstance(val, str):
             raise InputError(f"value {_show(val)} is not a string", field=f"{field}.{key}", source=source)
-        if len(val) > 63 or not _LABEL_VALUE.match(val):
+        if len(val) > 63 or not _LABEL_VALUE.fullmatch(val):
             raise InputError(f"value {val[:80]!r} is not a valid label value (letters, digits, '-', '_', '.', "
                              "at most 63 characters)", field=f"{field}.{key}", source=source)
     return dict(value)
