@@ -325,7 +325,7 @@ def main() -> int:
                         help="time with this process's CPU time instead of wall time (for a busy machine)")
     parser.add_argument("--phases", action="store_true", help="also a second run with per-phase timers")
     parser.add_argument("--digest", action="store_true", help="print a digest of every decision (node and placement); "
-                        "the kept decisions slow the loop (the garbage collector walks them): time without it")
+                        "converting and keeping them slows the timed loop: time without it")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
