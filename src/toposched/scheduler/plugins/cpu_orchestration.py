@@ -543,6 +543,16 @@ def _required_masks(free: int, machine: Machine) -> tuple[int, int]:
 _CORE_MASKS: weakref.WeakKeyDictionary[Machine, tuple[list[int], list[int]]] = weakref.WeakKeyDictionary()
 
 
+def _allocatable_mask(node: NodeRecord) -> int:
+    """The CPUs pods may hold on a node with a replica: the static CPU manager's allocatable CPUs,
+    else the online CPUs less the reserved ones."""
+    model = node.model
+    assert model is not None
+    if model.cpu is not None:
+        return model.cpu.allocatable_cpus().mask
+    return model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
+
+
 @lru_cache(maxsize=65536)
 def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int]:
     """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
@@ -858,12 +868,6 @@ class CPUOrchestration:
 
     def _free(self, node: NodeRecord, exclude: str | None = None) -> tuple[CPUSet, dict[int, str]]:
         """CPUs no other pod holds (reserved CPUs excluded), and the held CPUs of pods with an exclusivity."""
-        model = node.model
-        assert model is not None
-        if model.cpu is not None:
-            allocatable = model.cpu.allocatable_cpus()
-        else:
-            allocatable = model.machine.online - (model.config.reserved_system_cpus or CPUSet())
         held_mask = 0
         held: dict[int, str] = {}
         for uid, entry in node.pods.items():
@@ -877,7 +881,7 @@ class CPUOrchestration:
             if policy:
                 for cpu in CPUSet.from_mask(mask):
                     held[cpu] = policy
-        return CPUSet.from_mask(allocatable.mask & ~held_mask), held
+        return CPUSet.from_mask(_allocatable_mask(node) & ~held_mask), held
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Whether the node can bind the pod's exclusive CPUs as its policy requires (exact for the node's state)."""
@@ -967,17 +971,11 @@ class CPUOrchestration:
 
     def _free_mask(self, node: NodeRecord) -> int:
         """:meth:`_free`'s CPUs as a mask, without the holders (what :meth:`_bind_counts` needs of a node)."""
-        model = node.model
-        assert model is not None
-        if model.cpu is not None:
-            allocatable = model.cpu.allocatable_cpus().mask
-        else:
-            allocatable = model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
         held = 0
         for entry in node.pods.values():
             if entry.placement is not None:
                 held |= entry.placement.cpu_mask
-        return allocatable & ~held
+        return _allocatable_mask(node) & ~held
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows (the same reasons): None where a row passes."""

@@ -238,7 +238,7 @@ class NUMAAlignment:
         """Necessary condition on the given rows at once; the chosen node is confirmed exactly at Reserve.
 
         Rows whose node's policy conflicts with the pod's are refused UnschedulableAndUnresolvable
-        (as :meth:`filter` refuses them), with the same text as the others."""
+        (as :meth:`filter` refuses them), with a text naming both policies (:func:`_conflict`)."""
         intent = self._intent(state, pod)
         request = aligned_request(state, pod)
         node_policy = table.view("policy")[rows]

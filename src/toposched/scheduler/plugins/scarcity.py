@@ -81,7 +81,7 @@ class ScarcityScore:
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
-        self._losses: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _loss_plan
+        self._losses: tuple[np.ndarray, np.ndarray] | None = None  # see _values
         self._stacked: tuple[int, list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _stacked_plan
 
     # ---- learning ------------------------------------------------------------------------------
@@ -196,9 +196,9 @@ class ScarcityScore:
                     held = (zone[:, cols[k]] // needs[k]).min(axis=1)
                     after_totals[k, picked] += held - held_before[:, k]
         after_free = np.maximum(free - np.array(take, dtype=np.int64)[:, None], 0)
-        need_cpu, need_memory, value = self._loss_plan(needs, weights)
-        after = np.minimum(after_totals, np.minimum(after_free[0] // need_cpu[:, None], after_free[1] // need_memory[:, None]))
-        lost = before - after
+        *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
+        value = self._values(needs, weights)
+        lost = before - self._holds(after_totals, after_free, need_cpu, need_memory)
         loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
         for k in range(1, len(value)):
             loss += lost[k] * value[k]
@@ -221,14 +221,17 @@ class ScarcityScore:
                              np.array([n[0] for n in needs], dtype=np.int64), np.array([n[1] for n in needs], dtype=np.int64))
         return self._stacked[1:]  # type: ignore[return-value]
 
-    def _loss_plan(self, needs: list[np.ndarray], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per target shape (as rows of one matrix): its CPU and memory need, and the value of one such pod
-        (weight times CPUs); kept while the weights stand."""
+    def _values(self, needs: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
+        """Per target shape, the value of one such pod (weight times CPUs); kept while the weights stand."""
         if self._losses is None or self._losses[0] is not weights:
-            self._losses = (weights, np.array([n[0] for n in needs], dtype=np.int64),
-                            np.array([n[1] for n in needs], dtype=np.int64),
-                            weights * np.array([n[0] for n in needs], dtype=np.float64))
-        return self._losses[1], self._losses[2], self._losses[3]
+            self._losses = (weights, weights * np.array([n[0] for n in needs], dtype=np.float64))
+        return self._losses[1]
+
+    @staticmethod
+    def _holds(totals: np.ndarray, free: np.ndarray, need_cpu: np.ndarray, need_memory: np.ndarray) -> np.ndarray:
+        """Per shape and row (shapes x rows): the pods of the shape a row holds, its zones' totals capped by
+        its free CPU and memory (``free``: 2 x rows)."""
+        return np.minimum(totals, np.minimum(free[0] // need_cpu[:, None], free[1] // need_memory[:, None]))
 
     @staticmethod
     def _able(table: NodeTable) -> np.ndarray:
@@ -266,13 +269,10 @@ class ScarcityScore:
             per_zone[rows] = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
             totals[:, rows] = changed_totals = per_zone[rows].sum(axis=1).T
             free[:, rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES]), 0)
-            holds[:, rows] = np.minimum(changed_totals, np.minimum(changed_free[0] // need_cpu[:, None],
-                                                                   changed_free[1] // need_memory[:, None]))
-        if self._weights is None:
+            holds[:, rows] = self._holds(changed_totals, changed_free, need_cpu, need_memory)
+        if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
-            caps = np.stack([np.minimum(totals[k], np.minimum(free[0] // max(int(needs[k][0]), 1), free[1] // max(int(needs[k][1]), 1)))
-                             for k in range(len(self._target))])
-            self._weights = demand / demand.sum() / np.maximum(caps.sum(axis=1).astype(np.float64), 1.0)
+            self._weights = demand / demand.sum() / np.maximum(holds.sum(axis=1).astype(np.float64), 1.0)
         self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds, shapes)
         return per_zone, totals, free, holds
 
@@ -295,12 +295,8 @@ class ScarcityScore:
             for k in fresh:
                 per_zone[:, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
         totals = np.ascontiguousarray(per_zone.sum(axis=1).T)
-        free = old_free
-        holds = np.zeros((len(shapes), table.size), dtype=np.int64)
-        for k in range(len(shapes)):
-            need = needs[k]
-            holds[k] = np.minimum(totals[k], np.minimum(free[0] // need[0], free[1] // need[1]))
-        return per_zone, totals, free, holds
+        *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
+        return per_zone, totals, old_free, self._holds(totals, old_free, need_cpu, need_memory)
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
