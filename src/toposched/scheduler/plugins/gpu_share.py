@@ -162,6 +162,11 @@ def gpus_with_shares(state: NodeGPUState) -> frozenset[str]:
     return frozenset(d.id for d, core, memory in zip(state.devices, state.used_core, state.used_memory) if core or memory)
 
 
+def _has_gpu(inventory: Iterable[NodeDevice] | None) -> bool:
+    """Whether a node's inventory lists a GPU (the devices shares are placed on)."""
+    return inventory is not None and any(d.kind == DeviceKind.GPU for d in inventory)
+
+
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
@@ -263,6 +268,7 @@ class GPUShare:
         self.workload: TargetWorkload | None = None
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
+        self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -379,8 +385,36 @@ class GPUShare:
                 if reason is not None:
                     mask[i], reasons[i] = False, reason
             return mask, reasons
-        reasons = self.filter_few(state, pod, table, rows)
-        return np.array([r is None for r in reasons], dtype=bool), [r or "" for r in reasons]
+        # Nodes without GPUs all refuse a share for the same reason (no candidate GPU): judged once.
+        with_gpus = self._gpu_rows(table)[rows]
+        without = np.flatnonzero(~with_gpus & table.view("live")[rows])
+        mask = np.ones(len(rows), dtype=bool)
+        reasons = [""] * len(rows)
+        if len(without):
+            reason = self.filter_few(state, pod, table, rows[without[:1]])[0]
+            if reason is not None:
+                mask[without] = False
+                for i in without.tolist():
+                    reasons[i] = reason
+        judged = np.flatnonzero(with_gpus)
+        for i, reason in zip(judged.tolist(), self.filter_few(state, pod, table, rows[judged])):
+            if reason is not None:
+                mask[i], reasons[i] = False, reason
+        return mask, reasons
+
+    def _gpu_rows(self, table: NodeTable) -> np.ndarray:
+        """Per row of the table, whether its node's inventory has a GPU; kept and updated at the rows changed since."""
+        kept = self._gpu_rows_kept.get(table)
+        rows = table.changed_since(kept[0]) if kept is not None and len(kept[1]) == table.size else None
+        if rows is None:
+            flags, rows = np.zeros(table.size, dtype=bool), np.arange(table.size)
+        else:
+            flags = kept[1]  # type: ignore[index]
+        for row in rows.tolist():
+            node = table.cluster.nodes.get(table.names[row])
+            flags[row] = node is not None and _has_gpu(node.inventory)
+        self._gpu_rows_kept[table] = (table.stamp, flags)
+        return flags
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
         """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
