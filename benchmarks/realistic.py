@@ -168,6 +168,7 @@ class PhaseTimer:
         self.clock = clock  # the run's clock: CPU time with --cpu-time, so phases add up to the total
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self._running: set[str] = set()  # labels being timed now (a nested call under the same label is not counted twice)
 
     def wrap_plugins(self, profile: Any) -> None:
         """Time every plugin method the profile's plugins have (before a scheduler is built on it)."""
@@ -190,15 +191,19 @@ class PhaseTimer:
     def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn``, adding its time to ``label``."""
         clock = self.clock
-        seconds, calls = self.seconds, self.calls
+        seconds, calls, running = self.seconds, self.calls, self._running
 
         def run(*args: Any, **kwargs: Any) -> Any:
+            if label in running:  # called from a method timed under the same label (filter_all -> filter): counted there
+                return fn(*args, **kwargs)
+            running.add(label)
             t0 = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
                 seconds[label] += clock() - t0
                 calls[label] += 1
+                running.discard(label)
         return run
 
 

@@ -2,7 +2,7 @@
 
 The realistic benchmark's mix (heterogeneous nodes, GPU servers, every class of pod) is scheduled
 with deletions in between; after every cycle each array the batch forms read (``free``,
-``allocatable``, ``requested``, ``zone_free``, ``zone_max``, ``zone_sum``) is compared with the
+``allocatable``, ``requested``, ``zone_free``, ``zone_max``, ``zone_sum``, ``zone_valid``) is compared with the
 same quantity computed from the table's full blocks. Arrays are read at random moments, so some
 are brought up to date after one change and some after many.
 """
@@ -26,10 +26,10 @@ def _fresh(table: NodeTable, kind: str, resource: str) -> np.ndarray:
         alloc, used = table.view("alloc")[:, col], table.view("used")[:, col]
         return {"free": alloc - used, "allocatable": alloc, "requested": used}[kind]
     zones = table.view("zfree")[:, :, table.zone_column(resource)]
-    return {"zone_free": zones, "zone_max": zones.max(axis=1), "zone_sum": zones.sum(axis=1)}[kind]
+    return {"zone_free": zones.T, "zone_max": zones.max(axis=1), "zone_sum": zones.sum(axis=1)}[kind]
 
 
-KINDS = ("free", "allocatable", "requested", "zone_free", "zone_max", "zone_sum")
+KINDS = ("free", "allocatable", "requested", "zone_free", "zone_max", "zone_sum", "zone_valid")
 
 
 @settings(max_examples=12, deadline=None)
@@ -53,6 +53,9 @@ def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int) -> Non
             continue
         table.refresh()
         for kind in KINDS:
+            if kind == "zone_valid":
+                assert np.array_equal(table.zone_valid(), table.view("zvalid").T), (kind, i)
+                continue
             resource = rnd.choice(resources if not kind.startswith("zone") else resources[:2] + resources[3:4])
             got = getattr(table, kind)(resource)
             assert np.array_equal(got, _fresh(table, kind, resource)), (kind, resource, i)

@@ -168,7 +168,7 @@ class ScarcityScore:
         if not any(take) and not request:
             return np.zeros(len(rows), dtype=np.int64)  # takes nothing any target shape needs (BestEffort)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
-        per_zone_all, totals_all, free_all, before_all = self._held_all(table, cols, needs)
+        _, totals_all, free_all, before_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
         # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
@@ -181,20 +181,30 @@ class ScarcityScore:
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
-            fits = table.view("zvalid")[at] & able[:, None]
+            # Zones x rows (zone-major): the zones that hold the aligned request, the first of them
+            # per row, and there the target shapes' columns before and after the pod.
+            fits = (table.zone_valid() if full else table.zone_valid()[:, at]) & able[None, :]
             for r, v in zone_request.items():
-                fits &= table.zone_free(r)[at] >= v
-            picked = np.flatnonzero(fits.any(axis=1))
+                zone_free = table.zone_free(r)
+                fits &= (zone_free if full else zone_free[:, at]) >= v
+            firsts = fits.argmax(axis=0)
+            picked = np.flatnonzero(fits.any(axis=0))
             if len(picked):
-                first = fits[picked].argmax(axis=1)
+                first = firsts[picked]
                 chosen = picked if full else rows[picked]
-                zone = table.view("zfree")[chosen, first, :]  # the zone the kubelet would take, after the pod (a copy)
-                zone[:, [table.zone_column(r) for r in zone_request]] -= list(zone_request.values())
+                before_zone, after_zone = {}, {}
+                for c in sorted({c for shape_cols in cols for c in shape_cols}):
+                    name = table.zone_resources[c]
+                    before_zone[c] = table.zone_free(name)[first, chosen]
+                    after_zone[c] = before_zone[c] - zone_request[name] if name in zone_request else before_zone[c]
                 after_totals = totals.copy()
-                held_before = per_zone_all[chosen, first]
                 for k in range(len(self._target)):
-                    held = (zone[:, cols[k]] // needs[k]).min(axis=1)
-                    after_totals[k, picked] += held - held_before[:, k]
+                    held_before = held_after = None
+                    for c, need in zip(cols[k], needs[k].tolist()):
+                        b, a = before_zone[c] // need, after_zone[c] // need
+                        held_before = b if held_before is None else np.minimum(held_before, b)
+                        held_after = a if held_after is None else np.minimum(held_after, a)
+                    after_totals[k, picked] += held_after - held_before
         after_free = np.maximum(free - np.array(take, dtype=np.int64)[:, None], 0)
         *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
         value = self._values(needs, weights)
