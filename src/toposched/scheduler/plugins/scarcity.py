@@ -77,7 +77,7 @@ class ScarcityScore:
         self.shape_version = 0
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
-        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple] | None = None  # see _held_all
+        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, tuple] | None = None  # see _held_all
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
@@ -168,7 +168,7 @@ class ScarcityScore:
         if not any(take) and not request:
             return np.zeros(len(rows), dtype=np.int64)  # takes nothing any target shape needs (BestEffort)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
-        _, totals_all, free_all, before_all = self._held_all(table, cols, needs)
+        totals_all, free_all, before_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
         # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
@@ -212,7 +212,10 @@ class ScarcityScore:
         loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
         for k in range(1, len(value)):
             loss += lost[k] * value[k]
-        out = np.where(able, np.round(np.maximum(loss, 0.0) * 1e6), 0).astype(np.int64)  # fixed point: normalization needs the order
+        np.maximum(loss, 0.0, out=loss)
+        loss *= 1e6
+        out = np.round(loss, out=loss).astype(np.int64)  # fixed point: normalization needs the order
+        out *= able
         return out[rows] if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
@@ -249,64 +252,62 @@ class ScarcityScore:
         return table.view("topology") & table.view("cpu_static") & table.view("live")
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For every row: per zone and target shape the pods it holds (rows x zones x shapes); their
-        totals per shape (shapes x rows); free CPU and memory (2 x rows); and per shape the pods the
-        row holds now (totals capped by its free CPU and memory; shapes x rows). Kept per target
-        version and brought up to date for the rows changed since; a new target keeps the columns of
-        the shapes it shares with the old one."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every row: per target shape the pods its zones hold (shapes x rows); free CPU and memory
+        (2 x rows); and per shape the pods the row holds now (those totals capped by its free CPU and
+        memory; shapes x rows). Kept per target version and brought up to date for the rows changed
+        since; a new target keeps the totals of the shapes it shares with the old one."""
         size = table.size
         cached = self._vector
         shapes = tuple(shape for shape, _ in self._target)
         rows: np.ndarray | None = None
-        if cached is not None and len(cached[2]) == size:
+        if cached is not None and cached[2].shape[1] == size:
             rows = table.changed_since(cached[1])
         if rows is not None and cached[0] != self.shape_version:  # type: ignore[index]
-            per_zone, totals, free, holds = self._retargeted(table, cached, shapes, cols, needs)
+            totals, free, holds = self._retargeted(table, cached, shapes, cols, needs)
         elif rows is None:
             rows = np.arange(size)
-            per_zone = np.zeros((size, table.max_zones, len(self._target)), dtype=np.int64)
             totals = np.zeros((len(self._target), size), dtype=np.int64)
             free = np.zeros((2, size), dtype=np.int64)
             holds = np.zeros((len(self._target), size), dtype=np.int64)
         else:
-            per_zone, totals, free, holds = cached[2], cached[3], cached[4], cached[5]  # type: ignore[index]
+            totals, free, holds = cached[2], cached[3], cached[4]  # type: ignore[index]
         if len(rows):
             union, need, ignored, need_cpu, need_memory = self._stacked_plan(cols, needs)
             valid = table.view("zvalid")[rows] & self._able(table)[rows][:, None]
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
             allowed = table.view("zfree")[rows][:, :, union][:, :, None, :] // need
-            per_zone[rows] = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
-            totals[:, rows] = changed_totals = per_zone[rows].sum(axis=1).T
+            per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
+            totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
             free[:, rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES]), 0)
             holds[:, rows] = self._holds(changed_totals, changed_free, need_cpu, need_memory)
         if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             self._weights = demand / demand.sum() / np.maximum(holds.sum(axis=1).astype(np.float64), 1.0)
-        self._vector = (self.shape_version, table.stamp, per_zone, totals, free, holds, shapes)
-        return per_zone, totals, free, holds
+        self._vector = (self.shape_version, table.stamp, totals, free, holds, shapes)
+        return totals, free, holds
 
     def _retargeted(self, table: NodeTable, cached: Any, shapes: tuple, cols: list[list[int]], needs: list[np.ndarray]
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_held_all`'s arrays for a new target, as of the old arrays' stamp: the columns of
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_held_all`'s arrays for a new target, as of the old arrays' stamp: the totals of
         shapes the old target had are copied, only the new shapes' are computed over every row."""
-        old_per_zone, old_free, old_shapes = cached[2], cached[4], cached[6]
+        old_totals, old_free, old_shapes = cached[2], cached[3], cached[5]
         kept = {shape: j for j, shape in enumerate(old_shapes)}
-        per_zone = np.zeros((table.size, table.max_zones, len(shapes)), dtype=np.int64)
-        fresh = []
+        totals = np.zeros((len(shapes), table.size), dtype=np.int64)
+        valid = None
         for k, shape in enumerate(shapes):
             if shape in kept:
-                per_zone[:, :, k] = old_per_zone[:, :, kept[shape]]
-            else:
-                fresh.append(k)
-        if fresh:
-            zfree = table.view("zfree")
-            valid = table.view("zvalid") & self._able(table)[:, None]
-            for k in fresh:
-                per_zone[:, :, k] = np.where(valid, (zfree[:, :, cols[k]] // needs[k]).min(axis=2), 0)
-        totals = np.ascontiguousarray(per_zone.sum(axis=1).T)
+                totals[k] = old_totals[kept[shape]]
+                continue
+            if valid is None:
+                valid = table.zone_valid() & self._able(table)[None, :]
+            held = None  # zones x rows: the pods of the shape each zone holds
+            for c, need in zip(cols[k], needs[k].tolist()):
+                allowed = table.zone_free(table.zone_resources[c]) // need
+                held = allowed if held is None else np.minimum(held, allowed)
+            totals[k] = np.where(valid, held, 0).sum(axis=0)
         *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
-        return per_zone, totals, old_free, self._holds(totals, old_free, need_cpu, need_memory)
+        return totals, old_free, self._holds(totals, old_free, need_cpu, need_memory)
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
