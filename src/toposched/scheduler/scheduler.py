@@ -217,7 +217,7 @@ class Scheduler:
             verdict, total, candidates, raws, stamp = cached
             rows = self.table.changed_since(stamp)
         if rows is None and size > self.few_rows:  # every row: the evaluation's arrays are the shape's
-            verdict, total, raws = self._evaluate_rows(state, pod, np.arange(size), normalizing)
+            verdict, total, raws = self._evaluate_rows(state, pod, self.table.all_rows(), normalizing)
             candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)
             rows = _NO_ROWS
         elif rows is None:
@@ -252,11 +252,13 @@ class Scheduler:
         """Verdicts, totals of the plugins that do not normalize, and raw scores of those in ``normalizing``."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
         raws = {i: np.zeros(len(rows), dtype=np.int64) for i in normalizing}
-        live = self.table.view("live")[rows]
+        live = self.table.pick(self.table.view("live"), rows)
         pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
         if len(pending) < len(rows):
             verdict[~live] = self._reason_index("node is gone")
-        at = rows[pending]  # the rows themselves, regathered only when a filter refuses some
+            at = rows[pending]
+        else:
+            at = rows  # the rows themselves (all_rows() stays itself), regathered only when a filter refuses some
         for index in range(len(self.runner.filters)):
             if not len(pending):
                 break

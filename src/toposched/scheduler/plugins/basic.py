@@ -187,10 +187,10 @@ class NodeResourcesFit:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
         names = list(requests)
-        ok = table.free("pods")[rows] >= 1  # the pod takes one slot
+        ok = table.pick(table.free("pods"), rows) >= 1  # the pod takes one slot
         short = []
         for name, want in requests.items():
-            lacking = table.free(name)[rows] < want
+            lacking = table.pick(table.free(name), rows) < want
             short.append(lacking)
             ok &= ~lacking
         if ok.all():
@@ -240,8 +240,8 @@ class NodeResourcesFit:
         requests = self._requests(state, pod)
         allocs, requesteds = [], []
         for r in self.weights:
-            allocs.append(table.allocatable(r)[rows])
-            requesteds.append(table.requested(r)[rows] + (requests.get(r, 0) or _NON_ZERO.get(r, 0)))
+            allocs.append(table.pick(table.allocatable(r), rows))
+            requesteds.append(table.pick(table.requested(r), rows) + (requests.get(r, 0) or _NON_ZERO.get(r, 0)))
         if self.strategy == "BalancedAllocation":
             alloc, requested = np.stack(allocs, axis=1), np.stack(requesteds, axis=1)
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)

@@ -248,9 +248,9 @@ class NUMAAlignment:
         (as :meth:`filter` refuses them), with a text naming both policies (:func:`_conflict`)."""
         intent = self._intent(state, pod)
         request = aligned_request(state, pod)
-        node_policy = table.view("policy")[rows]
+        node_policy = table.pick(table.view("policy"), rows)
         pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
-        topology = table.view("topology")[rows]
+        topology = table.pick(table.view("topology"), rows)
         ok = np.ones(len(rows), dtype=bool)
         if pod_code:
             ok &= (node_policy == 0) | (node_policy == pod_code) | ~topology
@@ -258,7 +258,7 @@ class NUMAAlignment:
         effective = np.where(node_policy > 0, node_policy, pod_code)
         if not request.pod:
             return ok, _with_conflicts("", conflict, node_policy, intent)
-        cpu_static, mem_static = table.view("cpu_static")[rows], table.view("mem_static")[rows]
+        cpu_static, mem_static = table.pick(table.view("cpu_static"), rows), table.pick(table.view("mem_static"), rows)
         single = np.flatnonzero(topology & (effective == _SINGLE) & ok)
         if len(single):
             pod_scope = table.view("pod_scope")[rows[single]]
