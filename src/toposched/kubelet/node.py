@@ -175,6 +175,7 @@ class KubeletNode:
         self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
         self._mutations = 0  # bumped by every admission, release and undo (memoises available())
         self._available: tuple[tuple[Any, ...], dict[int, dict[str, int]]] | None = None
+        self._capacity: dict[int, dict[str, int]] | None = None  # see zone_capacity
         self._zones = []  # (NUMA id, CPU mask, hugepages and regular memory when not pinned by a memory manager)
         for node in machine.numa_nodes:
             regular = {hugepage_resource_name(size): size * count for size, count in node.hugepages.items()}
@@ -462,6 +463,31 @@ class KubeletNode:
                     out[next(iter(topology))][resource] += 1
         self._available = (key, out)
         return {n: dict(z) for n, z in out.items()}
+
+    def zone_capacity(self) -> dict[int, dict[str, int]]:
+        """Per NUMA zone and resource, what upstream's ``minAffinitySize`` counts there: the zone's CPUs
+        (millicores, all of them) under the static CPU manager, its allocatable memory and hugepages
+        under the Static memory manager, and every device of a resource (healthy or not) whose NUMA
+        nodes include the zone. A request that some zone's capacity holds has single zones as its
+        preferred hints. CPUs are left out when the ``align-by-socket`` option lets a wider,
+        socket-aligned set be preferred too. Fixed by the hardware and configuration: computed once.
+        """
+        if self._capacity is None:
+            out: dict[int, dict[str, int]] = {n: {} for n in self.machine.numa_ids}
+            if self.cpu is not None and not self.cpu.options.align_by_socket:
+                for numa_id, cpu_mask, _ in self._zones:
+                    if cpu_mask:
+                        out[numa_id]["cpu"] = cpu_mask.bit_count() * 1000
+            if self.memory is not None:
+                for numa_id, tables in self.memory.allocatable().items():
+                    out[numa_id].update(tables)
+            for resource, devices in self.devices.state.devices.items():
+                for topology in devices.values():
+                    for numa_id in topology or ():
+                        if numa_id in out:
+                            out[numa_id][resource] = out[numa_id].get(resource, 0) + 1
+            self._capacity = out
+        return {n: dict(z) for n, z in self._capacity.items()}
 
     def device_counts(self) -> dict[str, dict[int, int]]:
         """Healthy devices per resource per NUMA zone (devices without one NUMA node are not counted)."""

@@ -136,34 +136,83 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
 
 
 def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: range,
-                   cpu_static: np.ndarray, mem_static: np.ndarray) -> np.ndarray:
+                   cpu_static: np.ndarray, mem_static: np.ndarray, *, restricted: bool = False) -> np.ndarray:
     """Per row: each request ``which`` of ``request.stacked`` (0 the pod's, then each container's) is
     held whole by some valid zone.
 
     Resources the node does not align (CPUs without the static CPU manager, memory without the
-    Static memory manager) are ignored. When the rows are a large part of the table, every row is
-    computed over the zone-major arrays and the asked ones picked at the end: that costs less than
-    gathering zones x rows blocks.
+    Static memory manager) are ignored. With ``restricted``, the kubelet's rule for its
+    ``restricted`` policy (:func:`_narrowest`): only the resources one zone's capacity could hold
+    must share a zone, and a request mixing those with resources no zone could hold is refused.
+    When the rows are a large part of the table, every row is computed over the zone-major arrays
+    and the asked ones picked at the end: that costs less than gathering zones x rows blocks.
     """
     names, want = request.stacked
     zones = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
+    capacity = [table.zone_capacity(name) for name in names] if restricted else []
     valid = table.zone_valid()
     whole = 4 * len(rows) >= table.size
     if whole:
         cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
     else:
         zones, valid = [zone[:, rows] for zone in zones], valid[:, rows]
+        capacity = [zone[:, rows] for zone in capacity]
     exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in request.aligned_by]
     ok = np.ones(valid.shape[1], dtype=bool)
     for i in which:
+        needs = want[i].tolist()
+        spared_i: list[np.ndarray | None] = exempt
+        if restricted:
+            single, hinted = _narrowest(request.aligned_by, capacity, needs)
+            spared_i, some_single, some_wide = [], np.zeros_like(ok), np.zeros_like(ok)
+            for j, spared in enumerate(exempt):
+                if single[j] is None:  # not asked for
+                    spared_i.append(spared)
+                    continue
+                counted = hinted[j] if spared is None else hinted[j] & ~spared  # resources with hints on the row
+                some_single |= counted & single[j]
+                some_wide |= counted & ~single[j]
+                spared_i.append(~(counted & single[j]))
+            ok &= ~(some_single & some_wide)
         holds = valid.copy()
-        for zone, need, spared in zip(zones, want[i].tolist(), exempt):
+        for zone, need, spared in zip(zones, needs, spared_i):
             if spared is None:  # a device: aligned on every node
                 holds &= zone >= need
             else:
                 holds &= (zone >= need) | spared
         ok &= holds.any(axis=0)
     return ok[rows] if whole else ok
+
+
+def _narrowest(aligned_by: list[str], capacity: list[np.ndarray], needs: list[int]
+               ) -> tuple[list[np.ndarray | None], list[np.ndarray | None]]:
+    """Per resource of a request, per row: whether one zone's capacity holds the amount (upstream's
+    ``minAffinitySize`` is then 1, and the provider prefers single zones only), and whether the row
+    counts any capacity of it at all (else its provider gives no hints, e.g. devices without NUMA
+    information); None for a resource not asked for. Memory and hugepages are judged together, as
+    the memory manager's hints cover them at once.
+
+    Why this decides ``restricted``: the kubelet marks a merged hint preferred only when every
+    provider's hint in it is preferred *and* all are the same NUMA set (upstream
+    ``mergePermutation``). Preferred sets are exactly ``minAffinitySize`` wide, so a request with
+    one resource of minimal size 1 and another of minimal size 2 or more is never admitted, and
+    one whose minimal sizes are all 1 needs one zone that holds all of it.
+    """
+    single: list[np.ndarray | None] = [None] * len(needs)
+    hinted: list[np.ndarray | None] = [None] * len(needs)
+    memory = [j for j, by in enumerate(aligned_by) if by == "memory" and needs[j]]
+    if memory:
+        together = capacity[memory[0]] >= needs[memory[0]]
+        counted = capacity[memory[0]].sum(axis=0) > 0
+        for j in memory[1:]:
+            together &= capacity[j] >= needs[j]
+            counted |= capacity[j].sum(axis=0) > 0
+        for j in memory:
+            single[j], hinted[j] = together.any(axis=0), counted
+    for j, by in enumerate(aligned_by):
+        if by != "memory" and needs[j]:
+            single[j], hinted[j] = (capacity[j] >= needs[j]).any(axis=0), capacity[j].sum(axis=0) > 0
+    return single, hinted
 
 
 def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], cpu_static: np.ndarray,
@@ -268,6 +317,15 @@ class NUMAAlignment:
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
+            # The node's kubelet enforces restricted: see _narrowest.
+            enforced = np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok)
+            if len(enforced):
+                pod_scope = table.view("pod_scope")[rows[enforced]]
+                for part, which in ((enforced[pod_scope], range(1)),
+                                    (enforced[~pod_scope], range(1, len(request.containers) + 1))):
+                    if len(part):
+                        ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
+                                                  restricted=True)
         return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
                                    node_policy, intent)
 
@@ -289,6 +347,7 @@ class NUMAAlignment:
         pod_cols = {name: table.zone_column(name) for name in request.pod}
         # Per (static CPU manager, Static memory manager): what must be checked, exempt resources left out.
         plans: dict[tuple[bool, bool], tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]] = {}
+        memory_cols = {col for col, by in zip(cols, request.aligned_by) if by == "memory"}
         out = []
         for row in rows:
             values = table.row_values(row)
@@ -304,11 +363,13 @@ class NUMAAlignment:
                 if plan is None:
                     plan = plans[flags] = _alignment_plan(request, cols, pod_cols, *flags)
                 per_request, pod_wants = plan
+                scoped = per_request[:1] if values.pod_scope else per_request[1:]
                 if effective == _SINGLE:
-                    ok = all(_one_zone_holds(values, wants)
-                             for wants in (per_request[:1] if values.pod_scope else per_request[1:]))
+                    ok = all(_one_zone_holds(values, wants) for wants in scoped)
                 else:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
+                    if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
+                        ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
             out.append(None if ok else reason)
         return out
 
@@ -337,6 +398,34 @@ def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[
     per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in request.stacked_lists]
     pod_wants = [(pod_cols[name], want) for name, want in request.pod.items() if aligns(_aligned_by(name), cpu_static, mem_static)]
     return per_request, pod_wants
+
+
+def _restricted_holds(values: RowValues, wants: list[tuple[int, int]], memory_cols: set[int]) -> bool:
+    """One row of :func:`_fits_one_zone` with ``restricted``: of ``wants`` (zone column, amount), the
+    amounts some zone's capacity holds (memory and hugepages only together) must share one zone,
+    and none may be mixed with an amount no zone holds (see :func:`_narrowest`)."""
+    def counted(col: int) -> bool:
+        return sum(zone[col] for zone in values.zcap) > 0
+
+    memory = [(col, need) for col, need in wants if col in memory_cols and need]
+    memory_single = bool(memory) and any(all(zone[col] >= need for col, need in memory) for zone in values.zcap)
+    memory_counted = any(counted(col) for col, _ in memory)
+    singles, wide = [], False
+    for col, need in wants:
+        if not need:
+            singles.append((col, need))
+            continue
+        if col in memory_cols:
+            single, hinted = memory_single, memory_counted
+        else:
+            single, hinted = any(zone[col] >= need for zone in values.zcap), counted(col)
+        if hinted and single:
+            singles.append((col, need))
+        elif hinted:
+            wide = True
+    if wide and any(need for _, need in singles):
+        return False
+    return _one_zone_holds(values, singles)
 
 
 def _one_zone_holds(values: RowValues, wants: list[tuple[int, int]]) -> bool:
