@@ -24,7 +24,10 @@ bind policy says how they are bound. In the cycle:
 * **Filter** (``filter`` per node, ``filter_all`` over rows: the same verdict) refuses nodes that
   cannot honour the policy: a conflict between the pod's required policy and the node's, a
   FullPCPUs request that is not a whole number of cores, too few free whole cores (or free
-  physical cores for SpreadByPCPUs) on the node or, under ``single-numa-node``, on one NUMA node.
+  physical cores for SpreadByPCPUs) on the node or, under ``single-numa-node``, on one NUMA node;
+  and a required SpreadByPCPUs on a node whose kubelet picks the CPUs and would certainly give
+  two threads of one core (:func:`_kubelet_splits_no_core`), instead of finding that out at
+  confirm after admitting the pod into the replica.
 * **confirm** (after Reserve, which admitted the pod into the node's kubelet replica) checks the
   replica's cpusets. Where they break the policy (a split core, a shared exclusive core), on an
   agent-managed node it computes the cpuset the agent should enforce instead with
@@ -554,14 +557,36 @@ def _allocatable_mask(node: NodeRecord) -> int:
 
 
 @lru_cache(maxsize=65536)
-def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int]:
+def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int, int]:
     """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
-    of ``machine``: in all, and on the best NUMA node (remembered: most changes of a node leave
-    its free CPUs as they were)."""
+    of ``machine``: in all, and on the best NUMA node; and the whole-core CPUs of the NUMA node with
+    the fewest (remembered: most changes of a node leave its free CPUs as they were)."""
     full, spread = _required_masks(free, machine)
     numa_masks = _numa_masks(machine)
-    return (full.bit_count(), max((full & m).bit_count() for m in numa_masks) if numa_masks else 0,
-            spread.bit_count(), max((spread & m).bit_count() for m in numa_masks) if numa_masks else 0)
+    if not numa_masks:
+        return full.bit_count(), 0, spread.bit_count(), 0, 0
+    full_per_numa = [(full & m).bit_count() for m in numa_masks]
+    return (full.bit_count(), max(full_per_numa), spread.bit_count(), max((spread & m).bit_count() for m in numa_masks),
+            min(full_per_numa))
+
+
+def _kubelet_splits_no_core(request: _Request, facts: _NodeFacts) -> str | None:
+    """Why the node's kubelet will give the pod's first container two threads of one core, breaking a
+    required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks; None when it may not.
+
+    It will when its CPU manager packs (static, neither ``distribute-cpus-across-cores`` nor
+    ``distribute-cpus-across-numa``, cores with 2 or more threads), the container asks for 2 or more
+    CPUs and every NUMA node has a whole free core: upstream's ``takeByTopologyNUMAPacked`` takes
+    whole cores (or whole NUMA nodes and sockets) before single threads, from the CPUs of the
+    NUMA nodes the hint names. The caller checks that every NUMA node has a whole free core.
+    """
+    if not facts.kubelet_packs or not request.containers:
+        return None
+    name, count, _ = request.containers[0]
+    if count < 2:
+        return None
+    return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
+            f"NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}")
 
 
 def _core_masks(machine: Machine) -> list[int]:
@@ -702,6 +727,7 @@ class _NodeFacts:
     node_policy: NodePolicy | None = None
     policy_error: str = ""  # why the node's NUMA policy cannot be read (node_policy is None)
     scope: str = "container"
+    kubelet_packs: bool = False  # its static CPU manager takes whole cores first (see _kubelet_splits_no_core)
 
 
 @dataclass(frozen=True, slots=True)
@@ -818,7 +844,10 @@ class CPUOrchestration:
             error = ""
         except InputError as err:
             node_policy, error = None, str(err)
-        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope)
+        options = model.cpu.options if model.cpu is not None else None
+        packs = (options is not None and per_core >= 2 and not options.distribute_cpus_across_cores
+                 and not options.distribute_cpus_across_numa)
+        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, packs)
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
@@ -903,6 +932,10 @@ class CPUOrchestration:
                 reason = (f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
                           f"the best NUMA node has {best}")
                 return Status.unschedulable(reason, plugin=self.name)
+        if verdict.policy == SPREAD_BY_PCPUS and not verdict.agent:
+            reason = _kubelet_splits_no_core(request, self._facts(node))
+            if reason is not None and _bind_counts_of(free.mask, machine)[4] > 0:
+                return Status.unschedulable(reason, plugin=self.name)
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -927,7 +960,7 @@ class CPUOrchestration:
         counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
         memo = self._memos.get(table)
         if memo is None:
-            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 4)
+            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 5)
         memo.update(table)
         cls, counts = memo.cls[rows], memo.values[rows]
         ok = np.ones(len(rows), dtype=bool)
@@ -959,14 +992,20 @@ class CPUOrchestration:
                     reasons.set(at[narrow & (best == have)], f"not enough {unit} on one NUMA node for {verdict.policy}: "
                                                              f"needs {want} CPUs, the best NUMA node has {have}")
                 ok[at[narrow]] = False
+            if verdict.policy == SPREAD_BY_PCPUS and not verdict.agent:
+                reason = _kubelet_splits_no_core(request, facts)  # type: ignore[arg-type]
+                if reason is not None:
+                    packed = at[ok[at] & (counts[at, 4] > 0)]
+                    reasons.set(packed, reason)
+                    ok[packed] = False
         return ok, reasons.result()
 
-    def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int]:
+    def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int, int]:
         """The CPUs a required FullPCPUs and SpreadByPCPUs pod may use on ``node`` (as :meth:`filter` counts
         them): in all, and on the best NUMA node; zeros for a node without a replica."""
         model = node.model
         if model is None:
-            return 0, 0, 0, 0
+            return 0, 0, 0, 0, 0
         return _bind_counts_of(self._free_mask(node), model.machine)
 
     def _free_mask(self, node: NodeRecord) -> int:

@@ -1,0 +1,71 @@
+"""CPUOrchestration refuses a required SpreadByPCPUs only where the kubelet would certainly break it.
+
+On a node whose kubelet picks the CPUs (not agent-managed), a container with 2 or more exclusive
+CPUs gets whole cores first from the static CPU manager (upstream ``takeByTopologyNUMAPacked``)
+whenever the NUMA nodes its hint names hold a whole free core. When every NUMA node holds one,
+whatever hint the Topology Manager picks, the container gets two threads of a core. The filter
+refuses such nodes before Reserve instead of admitting the pod into the replica to find out.
+
+Held against the kubelet model on the realistic benchmark's mixed clusters: on every node the
+filter refuses for that reason, the replica either refuses the pod or gives its first container
+two threads of one core; and the batch form refuses the same rows as the per-node filter.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tests.scheduler.test_decisions_identical import _bench
+from toposched.scheduler import Scheduler, load_profile
+from toposched.scheduler.framework import CycleState, registry
+from toposched.workload import Container, Pod
+
+GI = 2**30
+REASON = "takes them first"
+
+
+def _spread_pod(i: int, cpus: int) -> Pod:
+    return Pod(f"spread-{i}", uid=f"spread-{i}", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
+               containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_the_kubelet_splits_a_core_wherever_the_filter_says_it_will(seed: int) -> None:
+    bench = _bench("realistic")
+    cluster = bench.build_cluster(40, seed=seed, gpu_share=0.1)
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    rnd = random.Random(seed)
+    for i in range(240):  # the nodes part full, some cores split
+        pod = bench.make_pod(i, rnd)
+        if scheduler.schedule(pod, now=float(i)).node is not None:
+            scheduler.bound(pod, now=float(i))
+    plugin = registry.create("CPUOrchestration")
+    table = scheduler.table
+    table.refresh()
+    refused = checked = 0
+    for i, cpus in enumerate((2, 3, 4, 6, 1)):
+        pod = _spread_pod(i, cpus)
+        rows = np.arange(table.size)
+        batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, rows)
+        for row, name in enumerate(table.names):
+            node = cluster.nodes[name]
+            verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+            assert verdict.is_success == bool(batch[row]), (name, verdict.message)
+            if verdict.is_success or REASON not in verdict.message:
+                continue
+            assert cpus >= 2, "a 1-CPU container cannot be given two threads of a core"
+            refused += 1
+            admission = node.model.admit(pod, trial=True)
+            if not admission.admitted:
+                continue
+            try:
+                given = admission.containers["app"].cpuset
+                cores = [node.model.machine.cpu(c).core_id for c in given]
+                assert len(set(cores)) < len(cores), f"{name}: the kubelet gave {given}, one thread per core"
+                checked += 1
+            finally:
+                node.model.unadmit(pod.uid)
+    assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
