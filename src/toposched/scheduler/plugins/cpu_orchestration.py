@@ -570,9 +570,10 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int, in
             min(full_per_numa))
 
 
-def _kubelet_splits_no_core(request: _Request, facts: _NodeFacts) -> str | None:
+def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> str | None:
     """Why the node's kubelet will give the pod's first container two threads of one core, breaking a
-    required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks; None when it may not.
+    required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks; None when it may not
+    (another policy, or an agent-managed node: the agent enforces its own cpuset).
 
     It will when its CPU manager packs (static, neither ``distribute-cpus-across-cores`` nor
     ``distribute-cpus-across-numa``, cores with 2 or more threads), the container asks for 2 or more
@@ -580,7 +581,7 @@ def _kubelet_splits_no_core(request: _Request, facts: _NodeFacts) -> str | None:
     whole cores (or whole NUMA nodes and sockets) before single threads, from the CPUs of the
     NUMA nodes the hint names. The caller checks that every NUMA node has a whole free core.
     """
-    if not facts.kubelet_packs or not request.containers:
+    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.kubelet_packs or not request.containers:
         return None
     name, count, _ = request.containers[0]
     if count < 2:
@@ -932,10 +933,9 @@ class CPUOrchestration:
                 reason = (f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
                           f"the best NUMA node has {best}")
                 return Status.unschedulable(reason, plugin=self.name)
-        if verdict.policy == SPREAD_BY_PCPUS and not verdict.agent:
-            reason = _kubelet_splits_no_core(request, self._facts(node))
-            if reason is not None and _bind_counts_of(free.mask, machine)[4] > 0:
-                return Status.unschedulable(reason, plugin=self.name)
+        reason = _kubelet_splits_no_core(verdict, request, self._facts(node))
+        if reason is not None and _bind_counts_of(free.mask, machine)[4] > 0:
+            return Status.unschedulable(reason, plugin=self.name)
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -992,12 +992,11 @@ class CPUOrchestration:
                     reasons.set(at[narrow & (best == have)], f"not enough {unit} on one NUMA node for {verdict.policy}: "
                                                              f"needs {want} CPUs, the best NUMA node has {have}")
                 ok[at[narrow]] = False
-            if verdict.policy == SPREAD_BY_PCPUS and not verdict.agent:
-                reason = _kubelet_splits_no_core(request, facts)  # type: ignore[arg-type]
-                if reason is not None:
-                    packed = at[ok[at] & (counts[at, 4] > 0)]
-                    reasons.set(packed, reason)
-                    ok[packed] = False
+            reason = _kubelet_splits_no_core(verdict, request, facts)  # type: ignore[arg-type]
+            if reason is not None:
+                packed = at[ok[at] & (counts[at, 4] > 0)]
+                reasons.set(packed, reason)
+                ok[packed] = False
         return ok, reasons.result()
 
     def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int, int]:

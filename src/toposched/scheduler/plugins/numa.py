@@ -184,6 +184,19 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
     return ok[rows] if whole else ok
 
 
+def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
+                        cpu_static: np.ndarray, mem_static: np.ndarray, ok: np.ndarray, *, restricted: bool = False) -> None:
+    """:func:`_fits_one_zone` into ``ok`` at ``positions`` of ``rows``: the pod's request on pod-scope
+    nodes, each container's on container-scope nodes."""
+    if not len(positions):
+        return
+    pod_scope = table.view("pod_scope")[rows[positions]]
+    for part, which in ((positions[pod_scope], range(1)), (positions[~pod_scope], range(1, len(request.containers) + 1))):
+        if len(part):
+            ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
+                                      restricted=restricted)
+
+
 def _narrowest(aligned_by: list[str], capacity: list[np.ndarray], needs: list[int]
                ) -> tuple[list[np.ndarray | None], list[np.ndarray | None]]:
     """Per resource of a request, per row: whether one zone's capacity holds the amount (upstream's
@@ -308,24 +321,14 @@ class NUMAAlignment:
         if not request.pod:
             return ok, _with_conflicts("", conflict, node_policy, intent)
         cpu_static, mem_static = table.pick(table.view("cpu_static"), rows), table.pick(table.view("mem_static"), rows)
-        single = np.flatnonzero(topology & (effective == _SINGLE) & ok)
-        if len(single):
-            pod_scope = table.view("pod_scope")[rows[single]]
-            for part, which in ((single[pod_scope], range(1)), (single[~pod_scope], range(1, len(request.containers) + 1))):
-                if len(part):
-                    ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part])
+        _one_zone_per_scope(table, rows, np.flatnonzero(topology & (effective == _SINGLE) & ok), request,
+                            cpu_static, mem_static, ok)
         restricted = topology & (effective == _RESTRICTED)
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
             # The node's kubelet enforces restricted: see _narrowest.
-            enforced = np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok)
-            if len(enforced):
-                pod_scope = table.view("pod_scope")[rows[enforced]]
-                for part, which in ((enforced[pod_scope], range(1)),
-                                    (enforced[~pod_scope], range(1, len(request.containers) + 1))):
-                    if len(part):
-                        ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
-                                                  restricted=True)
+            _one_zone_per_scope(table, rows, np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok), request,
+                                cpu_static, mem_static, ok, restricted=True)
         return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
                                    node_policy, intent)
 

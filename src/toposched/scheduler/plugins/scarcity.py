@@ -193,7 +193,7 @@ class ScarcityScore:
                 first = firsts[picked]
                 chosen = picked if full else rows[picked]
                 before_zone, after_zone = {}, {}
-                for c in sorted({c for shape_cols in cols for c in shape_cols}):
+                for c in self._stacked_plan(cols, needs)[0]:  # every target shape's columns
                     name = table.zone_resources[c]
                     before_zone[c] = table.zone_free(name)[first, chosen]
                     after_zone[c] = before_zone[c] - zone_request[name] if name in zone_request else before_zone[c]
