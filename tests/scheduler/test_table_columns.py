@@ -23,10 +23,10 @@ from toposched.scheduler.table import NodeTable
 def _fresh(table: NodeTable, kind: str, resource: str) -> np.ndarray:
     if kind in ("free", "allocatable", "requested"):
         col = table.resource_column(resource)
-        alloc, used = table.view("alloc")[:, col], table.view("used")[:, col]
+        alloc, used = table.view("alloc")[col], table.view("used")[col]
         return {"free": alloc - used, "allocatable": alloc, "requested": used}[kind]
-    zones = table.view("zfree")[:, :, table.zone_column(resource)]
-    return {"zone_free": zones.T, "zone_max": zones.max(axis=1), "zone_sum": zones.sum(axis=1)}[kind]
+    zones = table.view("zfree")[table.zone_column(resource)]  # zones x rows
+    return {"zone_free": zones, "zone_max": zones.max(axis=0), "zone_sum": zones.sum(axis=0)}[kind]
 
 
 KINDS = ("free", "allocatable", "requested", "zone_free", "zone_max", "zone_sum", "zone_valid")
@@ -54,7 +54,7 @@ def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int) -> Non
         table.refresh()
         for kind in KINDS:
             if kind == "zone_valid":
-                assert np.array_equal(table.zone_valid(), table.view("zvalid").T), (kind, i)
+                assert np.array_equal(table.zone_valid(), table.view("zvalid")), (kind, i)
                 continue
             resource = rnd.choice(resources if not kind.startswith("zone") else resources[:2] + resources[3:4])
             got = getattr(table, kind)(resource)

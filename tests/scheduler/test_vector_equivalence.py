@@ -163,20 +163,26 @@ def cycle_state(cluster: Cluster, scheduler: Scheduler, pod: Pod) -> CycleState:
 def check_table_mirrors_cluster(cluster: Cluster, scheduler: Scheduler) -> None:
     table = scheduler.table
     table.refresh()
-    alloc, used, zfree, zvalid = (table.view(n) for n in ("alloc", "used", "zfree", "zvalid"))
+    alloc, used, free, zfree, zvalid = (table.view(n) for n in ("alloc", "used", "free", "zfree", "zvalid"))
     for name, record in cluster.nodes.items():
         row = table.index[name]
         allocatable = record.spec.allocatable or (record.model.allocatable if record.model else {})
         for resource in set(allocatable) | set(table.resources):
-            assert alloc[row, table.resources.index(resource)] == allocatable.get(resource, 0), (name, resource)
+            col = table.resources.index(resource)
+            assert alloc[col, row] == allocatable.get(resource, 0), (name, resource)
+            assert free[col, row] == alloc[col, row] - used[col, row], (name, resource)
         for resource in set(record.requested) | set(table.resources):
-            assert used[row, table.resources.index(resource)] == record.requested.get(resource, 0), (name, resource)
+            assert used[table.resources.index(resource), row] == record.requested.get(resource, 0), (name, resource)
         zones = cluster.zone_available(name)
-        assert int(zvalid[row].sum()) == len(zones)
+        assert int(zvalid[:, row].sum()) == len(zones)
         for slot, numa_id in enumerate(sorted(zones)):
             for resource in set(zones[numa_id]) | set(table.zone_resources):
-                assert zfree[row, slot, table.zone_resources.index(resource)] == zones[numa_id].get(resource, 0), \
+                assert zfree[table.zone_resources.index(resource), slot, row] == zones[numa_id].get(resource, 0), \
                     (name, numa_id, resource)
+        for resource in table.zone_resources:
+            per_zone = [z.get(resource, 0) for _, z in sorted(zones.items())]
+            assert table.zone_max(resource)[row] == max(per_zone, default=0), (name, resource)
+            assert table.zone_sum(resource)[row] == sum(per_zone), (name, resource)
 
 
 # ---- properties --------------------------------------------------------------------------------

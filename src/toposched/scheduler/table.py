@@ -1,13 +1,16 @@
 """``NodeTable``: the cluster as NumPy arrays, so filters and scores run over every node at once.
 
-Rows are nodes, in the order they were first seen. Node-level columns hold allocatable and
-requested per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
+Rows are nodes, in the order they were first seen. Node-level arrays hold allocatable, requested
+and free per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
 give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
 A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
 keeping the table current is proportional to what changed, not to the cluster's size, and
-:meth:`changed_since` tells a cache which rows it must recompute. Per resource, contiguous
-arrays (:meth:`free`, :meth:`zone_free`, :meth:`zone_max`, ...) are kept the same way, so a
-plugin's batch form reads one array per resource instead of gathering blocks of rows and columns.
+:meth:`changed_since` tells a cache which rows it must recompute.
+
+Every array is stored resource-major with the rows as its last axis (``alloc[resource, row]``,
+``zfree[resource, zone, row]``), and the derived ones (free, most and sum over the zones) are
+written with the row: a plugin's read of one resource (:meth:`free`, :meth:`zone_free`, ...) is
+a view with its rows contiguous, not a copy, and a reduction over the zones runs along the rows.
 """
 
 from __future__ import annotations
@@ -60,11 +63,15 @@ class NodeTable:
         self._zone_index = {r: i for i, r in enumerate(self.zone_resources)}
         self.max_zones = max_zones
         self._capacity = 0
-        self._alloc = np.zeros((0, 3), dtype=np.int64)
-        self._used = np.zeros((0, 3), dtype=np.int64)
-        self._zfree = np.zeros((0, max_zones, 2), dtype=np.int64)
-        self._zcap = np.zeros((0, max_zones, 2), dtype=np.int64)  # per zone, what minAffinitySize counts (KubeletNode.zone_capacity)
-        self._zvalid = np.zeros((0, max_zones), dtype=bool)
+        # Resource-major, rows last (module notes); free, zmax and zsum are written with the row.
+        self._alloc = np.zeros((3, 0), dtype=np.int64)
+        self._used = np.zeros((3, 0), dtype=np.int64)
+        self._free = np.zeros((3, 0), dtype=np.int64)
+        self._zfree = np.zeros((2, max_zones, 0), dtype=np.int64)
+        self._zcap = np.zeros((2, max_zones, 0), dtype=np.int64)  # per zone, what minAffinitySize counts (KubeletNode.zone_capacity)
+        self._zmax = np.zeros((2, 0), dtype=np.int64)
+        self._zsum = np.zeros((2, 0), dtype=np.int64)
+        self._zvalid = np.zeros((max_zones, 0), dtype=bool)
         self._policy = np.zeros(0, dtype=np.int8)
         self._pod_scope = np.zeros(0, dtype=bool)
         self._cpu_static = np.zeros(0, dtype=bool)
@@ -84,8 +91,8 @@ class NodeTable:
         # zones); a refresh rewrites only the parts whose source differs.
         self._sources: dict[int, tuple[tuple[object, object], dict[str, int], dict[int, dict[str, int]] | None]] = {}
         self._live_count = 0
-        # Per (kind, resource): a derived 1-D or 2-D array and the stamp it is current at (see _derived).
-        self._derived: dict[tuple[str, str], tuple[np.ndarray, int]] = {}
+        # Read-only views handed out, per (array, resource column): valid until an array is replaced or a row added.
+        self._views: dict[tuple[str, int], np.ndarray] = {}
         self._all_rows = np.arange(0)
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
@@ -103,9 +110,19 @@ class NodeTable:
         return self._live_count
 
     def view(self, name: str) -> np.ndarray:
-        """One of the arrays, trimmed to the live row count (``alloc``, ``used``, ``zfree``, ...); read-only."""
-        array = getattr(self, "_" + name)[: self.size]
-        array.flags.writeable = False
+        """One of the arrays, trimmed to the rows (its last axis): ``alloc``, ``used``, ``free``
+        (resources x rows), ``zfree``, ``zcap`` (resources x zones x rows), ``zvalid`` (zones x
+        rows), the per-row flags; read-only, and current as of the last :meth:`refresh`."""
+        return self._view(name, -1)
+
+    def _view(self, name: str, col: int) -> np.ndarray:
+        """``view(name)``, or its column ``col`` along the first axis (-1: the whole array)."""
+        array = self._views.get((name, col))
+        if array is None:
+            whole = getattr(self, "_" + name)
+            array = whole[..., : self.size] if col < 0 else whole[col, ..., : self.size]
+            array.flags.writeable = False
+            self._views[(name, col)] = array
         return array
 
     def all_rows(self) -> np.ndarray:
@@ -134,96 +151,49 @@ class NodeTable:
         values = self._values.get(row)
         if values is None:
             values = self._values[row] = RowValues(
-                self._alloc[row].tolist(), self._used[row].tolist(), self._zfree[row].tolist(), self._zcap[row].tolist(),
-                self._zvalid[row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
+                self._alloc[:, row].tolist(), self._used[:, row].tolist(), self._zfree[:, :, row].T.tolist(),
+                self._zcap[:, :, row].T.tolist(), self._zvalid[:, row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
                 bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
                 bool(self._schedulable[row]), bool(self._live[row]))
         return values
 
-    # ---- per-resource arrays (contiguous, kept current at the rows that changed) -----------------
+    # ---- per-resource arrays (views: rows contiguous, current as of the last refresh) -----------
 
     def free(self, resource: str) -> np.ndarray:
         """Per row: allocatable minus requested of ``resource`` (``alloc - used`` of its column)."""
-        return self._derived_array("free", resource)
+        return self._view("free", self.resource_column(resource))
 
     def allocatable(self, resource: str) -> np.ndarray:
         """Per row: the node's allocatable ``resource`` (one contiguous column of ``alloc``)."""
-        return self._derived_array("alloc", resource)
+        return self._view("alloc", self.resource_column(resource))
 
     def requested(self, resource: str) -> np.ndarray:
         """Per row: what the node's pods request of ``resource`` (one contiguous column of ``used``)."""
-        return self._derived_array("used", resource)
+        return self._view("used", self.resource_column(resource))
 
     def zone_free(self, resource: str) -> np.ndarray:
         """Per zone slot and row (zones x rows, zone-major): what the zone can still give of ``resource``
         (0 in invalid slots). Zone-major so a reduction over the zones runs along contiguous rows
         (over 5,000 rows, ``any`` across 8 zones costs 2 µs this way and 70 µs row-major)."""
-        return self._derived_array("zfree", resource)
+        return self._view("zfree", self.zone_column(resource))
 
     def zone_capacity(self, resource: str) -> np.ndarray:
         """Per zone slot and row (zones x rows, zone-major): what the kubelet's ``minAffinitySize`` counts
         of ``resource`` in the zone (:meth:`KubeletNode.zone_capacity`; 0 where it counts nothing). A
         request some zone's capacity holds has one-zone sets as its only preferred hints."""
-        return self._derived_array("zcap", resource)
+        return self._view("zcap", self.zone_column(resource))
 
     def zone_valid(self) -> np.ndarray:
         """Per zone slot and row (zones x rows, zone-major): whether the slot is one of the node's NUMA zones."""
-        return self._derived_array("zvalid", "")
+        return self._view("zvalid", -1)
 
     def zone_max(self, resource: str) -> np.ndarray:
         """Per row: the most any one zone can still give of ``resource``."""
-        return self._derived_array("zmax", resource)
+        return self._view("zmax", self.zone_column(resource))
 
     def zone_sum(self, resource: str) -> np.ndarray:
         """Per row: what the node's zones can still give of ``resource`` together."""
-        return self._derived_array("zsum", resource)
-
-    def _derived_array(self, kind: str, resource: str) -> np.ndarray:
-        """The array ``kind`` of ``resource``, recomputed only at the rows rebuilt since it was last
-        asked for (all rows when that is too long ago or the table grew)."""
-        if kind in ("free", "alloc", "used"):
-            col = self.resource_column(resource)
-        elif kind == "zvalid":
-            col = 0
-        else:
-            col = self.zone_column(resource)
-        size = self.size
-        known = self._derived.get((kind, resource))
-        rows = None
-        if known is not None and known[0].shape[-1] == size:
-            rows = self.changed_since(known[1])
-            if rows is not None and not len(rows):
-                return known[0]
-        if rows is None:
-            array = self._compute(kind, col, slice(0, size))
-        else:
-            array = known[0]  # type: ignore[index]
-            array.flags.writeable = True
-            if array.ndim == 2:
-                array[:, rows] = self._compute(kind, col, rows)
-            else:
-                array[rows] = self._compute(kind, col, rows)
-        array.flags.writeable = False  # shared by every reader
-        self._derived[(kind, resource)] = (array, self.stamp)
-        return array
-
-    def _compute(self, kind: str, col: int, at: slice | np.ndarray) -> np.ndarray:
-        if kind == "free":
-            return self._alloc[at, col] - self._used[at, col]
-        if kind == "alloc":
-            return np.ascontiguousarray(self._alloc[at, col])
-        if kind == "used":
-            return np.ascontiguousarray(self._used[at, col])
-        if kind == "zvalid":
-            return np.ascontiguousarray(self._zvalid[at].T)
-        if kind == "zcap":
-            return np.ascontiguousarray(self._zcap[at, :, col].T)
-        zones = self._zfree[at, :, col]
-        if kind == "zfree":
-            return np.ascontiguousarray(zones.T)
-        if kind == "zmax":
-            return zones.max(axis=1)
-        return zones.sum(axis=1)
+        return self._view("zsum", self.zone_column(resource))
 
     def resource_column(self, resource: str) -> int:
         """The node-level column of a resource, adding the column if it is new."""
@@ -231,8 +201,8 @@ class NodeTable:
         if index is None:
             index = self._resource_index[resource] = len(self.resources)
             self.resources.append(resource)
-            self._alloc = _grow_cols(self._alloc, 1)
-            self._used = _grow_cols(self._used, 1)
+            self._alloc, self._used, self._free = (_with_column(a) for a in (self._alloc, self._used, self._free))
+            self._views.clear()
             self._values.clear()
             self._sources.clear()
             self._dirty.update(self.names)
@@ -244,9 +214,9 @@ class NodeTable:
         if index is None:
             index = self._zone_index[resource] = len(self.zone_resources)
             self.zone_resources.append(resource)
-            pad = np.zeros(self._zfree.shape[:2] + (1,), dtype=np.int64)
-            self._zfree = np.concatenate([self._zfree, pad], axis=2)
-            self._zcap = np.concatenate([self._zcap, pad], axis=2)
+            self._zfree, self._zcap, self._zmax, self._zsum = (
+                _with_column(a) for a in (self._zfree, self._zcap, self._zmax, self._zsum))
+            self._views.clear()
             self._values.clear()
             self._sources.clear()
             self._dirty.update(self.names)
@@ -300,19 +270,17 @@ class NodeTable:
                 self._grow(max(64, 2 * self._capacity))
             self.names.append(name)
             self.index[name] = row
+            self._views.clear()  # the views end at the old row count
         return row
 
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
-        self._alloc = np.concatenate([self._alloc, np.zeros((extra, self._alloc.shape[1]), np.int64)])
-        self._used = np.concatenate([self._used, np.zeros((extra, self._used.shape[1]), np.int64)])
-        self._zfree = np.concatenate([self._zfree, np.zeros((extra,) + self._zfree.shape[1:], np.int64)])
-        self._zcap = np.concatenate([self._zcap, np.zeros((extra,) + self._zcap.shape[1:], np.int64)])
-        self._zvalid = np.concatenate([self._zvalid, np.zeros((extra, self.max_zones), bool)])
-        for name in ("_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
+        for name in ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zmax", "_zsum", "_zvalid", "_policy", "_pod_scope",
+                     "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
             old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.zeros(extra, old.dtype)]))
+            setattr(self, name, np.concatenate([old, np.zeros(old.shape[:-1] + (extra,), old.dtype)], axis=-1))
         self._capacity = capacity
+        self._views.clear()
 
     def _refresh_row(self, name: str) -> None:
         record = self.cluster.nodes.get(name)
@@ -342,16 +310,24 @@ class NodeTable:
         allocatable = (record.spec.allocatable, model.allocatable if model is not None else None)
         requested = dict(record.requested)
         zones = self.cluster.zone_available(name) if model is not None else None
+        node_level = False
         if known is None or known[0][0] is not allocatable[0] or known[0][1] is not allocatable[1]:
             self._write_allocatable(row, record)
             self._write_capacity(row, model.zone_capacity() if model is not None else {})
+            node_level = True
         if known is None or known[1] != requested:
-            self._used[row] = 0
+            for resource in requested:
+                self.resource_column(resource)  # before indexing: adding a column replaces the arrays
+            self._used[:, row] = 0
             for resource, value in requested.items():
-                col = self.resource_column(resource)  # before indexing: adding a column replaces the arrays
-                self._used[row, col] = value
+                self._used[self._resource_index[resource], row] = value
+            node_level = True
+        if node_level:
+            self._free[:, row] = self._alloc[:, row] - self._used[:, row]
         if known is None or known[2] != zones:
             self._write_zones(row, zones, known[2] if known is not None else None)
+            self._zmax[:, row] = self._zfree[:, :, row].max(axis=1)
+            self._zsum[:, row] = self._zfree[:, :, row].sum(axis=1)
         self._sources[row] = (allocatable, requested, zones)
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
@@ -364,48 +340,48 @@ class NodeTable:
         self._mem_static[row] = model.memory is not None
 
     def _write_allocatable(self, row: int, record: NodeRecord) -> None:
-        self._alloc[row] = 0
-        # Resolve columns before indexing: adding a column replaces the arrays.
-        for resource, value in record.spec.allocatable.items():
-            col = self.resource_column(resource)
-            self._alloc[row, col] = value
-        if "pods" not in record.spec.allocatable:
-            self._alloc[row, self.resource_column("pods")] = DEFAULT_MAX_PODS  # the kubelet's default maxPods
         model = record.model
+        values = dict(record.spec.allocatable)
+        values.setdefault("pods", DEFAULT_MAX_PODS)  # the kubelet's default maxPods
         if model is not None and not record.spec.allocatable:  # a node known only by its report: the replica's
-            for resource, value in model.allocatable.items():
-                col = self.resource_column(resource)
-                self._alloc[row, col] = value
-            self._alloc[row, self.resource_column("pods")] = model.allocatable.get("pods", DEFAULT_MAX_PODS)
+            values.update(model.allocatable)
+            values["pods"] = model.allocatable.get("pods", DEFAULT_MAX_PODS)
+        cols = [self.resource_column(resource) for resource in values]  # before indexing: adding a column replaces the arrays
+        self._alloc[:, row] = 0
+        for col, value in zip(cols, values.values()):
+            self._alloc[col, row] = value
 
     def _write_capacity(self, row: int, capacity: dict[int, dict[str, int]]) -> None:
         """Write the row's zone capacities (its NUMA zones in the order :meth:`_write_zones` gives them slots)."""
         for zone in capacity.values():
             for resource in zone:
                 self.zone_column(resource)  # before indexing: adding a column replaces the arrays
-        self._zcap[row] = 0
+        self._zcap[:, :, row] = 0
         for slot, numa_id in enumerate(sorted(capacity)[: self.max_zones]):
             for resource, value in capacity[numa_id].items():
-                self._zcap[row, slot, self.zone_column(resource)] = value
+                self._zcap[self._zone_index[resource], slot, row] = value
 
     def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None,
                      before: dict[int, dict[str, int]] | None) -> None:
         """Write the row's zones; with the same NUMA zones as ``before`` (what the row holds), only the changed ones."""
         same_zones = zones is not None and before is not None and zones.keys() == before.keys()
+        for numa_id in sorted(zones or {})[: self.max_zones]:
+            for resource in zones[numa_id]:  # type: ignore[index]
+                self.zone_column(resource)  # before indexing: adding a column replaces the arrays
         if not same_zones:
-            self._zvalid[row] = False
-            self._zfree[row] = 0
+            self._zvalid[:, row] = False
+            self._zfree[:, :, row] = 0
         for slot, numa_id in enumerate(sorted(zones or {})[: self.max_zones]):
             zone = zones[numa_id]  # type: ignore[index]
             if same_zones:
                 if zone == before[numa_id]:  # type: ignore[index]
                     continue
-                self._zfree[row, slot] = 0
-            self._zvalid[row, slot] = True
+                self._zfree[:, slot, row] = 0
+            self._zvalid[slot, row] = True
             for resource, value in zone.items():
-                col = self.zone_column(resource)
-                self._zfree[row, slot, col] = value
+                self._zfree[self._zone_index[resource], slot, row] = value
 
 
-def _grow_cols(array: np.ndarray, extra: int) -> np.ndarray:
-    return np.concatenate([array, np.zeros((array.shape[0], extra), dtype=array.dtype)], axis=1)
+def _with_column(array: np.ndarray) -> np.ndarray:
+    """``array`` with one more resource (its first axis), zeros in every row."""
+    return np.concatenate([array, np.zeros((1,) + array.shape[1:], dtype=array.dtype)])

@@ -377,8 +377,8 @@ class GPUShare:
             whole = [r for r, _ in self._whole(state, pod) if r in table.resources]
             if not whole:
                 return np.ones(len(rows), dtype=bool), ""
-            alloc = table.view("alloc")[rows][:, [table.resource_column(r) for r in whole]]
-            serving = np.flatnonzero((alloc > 0).any(axis=1))
+            alloc = table.view("alloc")[[table.resource_column(r) for r in whole]][:, rows]
+            serving = np.flatnonzero((alloc > 0).any(axis=0))
             mask = np.ones(len(rows), dtype=bool)
             reasons = [""] * len(rows)
             for i, reason in zip(serving.tolist(), self.filter_few(state, pod, table, rows[serving].tolist())):

@@ -274,9 +274,9 @@ class ScarcityScore:
             totals, free, holds = cached[2], cached[3], cached[4]  # type: ignore[index]
         if len(rows):
             union, need, ignored, need_cpu, need_memory = self._stacked_plan(cols, needs)
-            valid = table.view("zvalid")[rows] & self._able(table)[rows][:, None]
+            valid = table.view("zvalid")[:, rows].T & self._able(table)[rows][:, None]
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
-            allowed = table.view("zfree")[rows][:, :, union][:, :, None, :] // need
+            allowed = table.view("zfree")[union][:, :, rows].transpose(2, 1, 0)[:, :, None, :] // need
             per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
             totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
             free[:, rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES]), 0)
