@@ -70,6 +70,7 @@ class NodeTable:
         self._zfree = np.zeros((2, max_zones, 0), dtype=np.int64)
         self._zcap = np.zeros((2, max_zones, 0), dtype=np.int64)  # per zone, what minAffinitySize counts (KubeletNode.zone_capacity)
         self._zmax = np.zeros((2, 0), dtype=np.int64)
+        self._zcapmax = np.zeros((2, 0), dtype=np.int64)
         self._zsum = np.zeros((2, 0), dtype=np.int64)
         self._zvalid = np.zeros((max_zones, 0), dtype=bool)
         self._policy = np.zeros(0, dtype=np.int8)
@@ -183,6 +184,11 @@ class NodeTable:
         request some zone's capacity holds has one-zone sets as its only preferred hints."""
         return self._view("zcap", self.zone_column(resource))
 
+    def zone_capacity_max(self, resource: str) -> np.ndarray:
+        """Per row: the largest of :meth:`zone_capacity` over the node's zones (a node's capacity changes
+        with its hardware or kubelet only)."""
+        return self._view("zcapmax", self.zone_column(resource))
+
     def zone_valid(self) -> np.ndarray:
         """Per zone slot and row (zones x rows, zone-major): whether the slot is one of the node's NUMA zones."""
         return self._view("zvalid", -1)
@@ -214,8 +220,8 @@ class NodeTable:
         if index is None:
             index = self._zone_index[resource] = len(self.zone_resources)
             self.zone_resources.append(resource)
-            self._zfree, self._zcap, self._zmax, self._zsum = (
-                _with_column(a) for a in (self._zfree, self._zcap, self._zmax, self._zsum))
+            self._zfree, self._zcap, self._zcapmax, self._zmax, self._zsum = (
+                _with_column(a) for a in (self._zfree, self._zcap, self._zcapmax, self._zmax, self._zsum))
             self._views.clear()
             self._values.clear()
             self._sources.clear()
@@ -275,7 +281,7 @@ class NodeTable:
 
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
-        for name in ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zmax", "_zsum", "_zvalid", "_policy", "_pod_scope",
+        for name in ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy", "_pod_scope",
                      "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(old.shape[:-1] + (extra,), old.dtype)], axis=-1))
@@ -360,6 +366,7 @@ class NodeTable:
         for slot, numa_id in enumerate(sorted(capacity)[: self.max_zones]):
             for resource, value in capacity[numa_id].items():
                 self._zcap[self._zone_index[resource], slot, row] = value
+        self._zcapmax[:, row] = self._zcap[:, :, row].max(axis=1)
 
     def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None,
                      before: dict[int, dict[str, int]] | None) -> None:

@@ -13,7 +13,7 @@ NUMAScore prefers nodes where the pod needs the fewest NUMA zones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -149,21 +149,25 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
     """
     names, want = request.stacked
     zones = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
-    capacity = [table.zone_capacity(name) for name in names] if restricted else []
+    widest = [table.zone_capacity_max(name) for name in names] if restricted else []
     valid = table.zone_valid()
     whole = 4 * len(rows) >= table.size
     if whole:
         cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
     else:
         zones, valid = [zone[:, rows] for zone in zones], valid[:, rows]
-        capacity = [zone[:, rows] for zone in capacity]
+        widest = [most[rows] for most in widest]
+
+    def capacity(j: int) -> np.ndarray:  # zones x rows, as the rows are
+        zone = table.zone_capacity(names[j])
+        return zone if whole else zone[:, rows]
     exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in request.aligned_by]
     ok = np.ones(valid.shape[1], dtype=bool)
     for i in which:
         needs = want[i].tolist()
         spared_i: list[np.ndarray | None] = exempt
         if restricted:
-            single, hinted = _narrowest(request.aligned_by, capacity, needs)
+            single, hinted = _narrowest(request.aligned_by, widest, capacity, needs)
             spared_i, some_single, some_wide = [], np.zeros_like(ok), np.zeros_like(ok)
             for j, spared in enumerate(exempt):
                 if single[j] is None:  # not asked for
@@ -197,13 +201,14 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
                                       restricted=restricted)
 
 
-def _narrowest(aligned_by: list[str], capacity: list[np.ndarray], needs: list[int]
+def _narrowest(aligned_by: list[str], widest: list[np.ndarray], capacity: Callable[[int], np.ndarray], needs: list[int]
                ) -> tuple[list[np.ndarray | None], list[np.ndarray | None]]:
     """Per resource of a request, per row: whether one zone's capacity holds the amount (upstream's
     ``minAffinitySize`` is then 1, and the provider prefers single zones only), and whether the row
     counts any capacity of it at all (else its provider gives no hints, e.g. devices without NUMA
-    information); None for a resource not asked for. Memory and hugepages are judged together, as
-    the memory manager's hints cover them at once.
+    information); None for a resource not asked for. ``widest`` is per resource the rows' largest
+    zone capacity, ``capacity(j)`` resource j's per zone (zones x rows). Memory and hugepages are
+    judged together, as the memory manager's hints cover them at once: one zone must hold them all.
 
     Why this decides ``restricted``: the kubelet marks a merged hint preferred only when every
     provider's hint in it is preferred *and* all are the same NUMA set (upstream
@@ -214,17 +219,16 @@ def _narrowest(aligned_by: list[str], capacity: list[np.ndarray], needs: list[in
     single: list[np.ndarray | None] = [None] * len(needs)
     hinted: list[np.ndarray | None] = [None] * len(needs)
     memory = [j for j, by in enumerate(aligned_by) if by == "memory" and needs[j]]
-    if memory:
-        together = capacity[memory[0]] >= needs[memory[0]]
-        counted = capacity[memory[0]].sum(axis=0) > 0
+    if len(memory) > 1:
+        together = capacity(memory[0]) >= needs[memory[0]]
         for j in memory[1:]:
-            together &= capacity[j] >= needs[j]
-            counted |= capacity[j].sum(axis=0) > 0
+            together &= capacity(j) >= needs[j]
+        counted = np.logical_or.reduce([widest[j] > 0 for j in memory])
         for j in memory:
             single[j], hinted[j] = together.any(axis=0), counted
-    for j, by in enumerate(aligned_by):
-        if by != "memory" and needs[j]:
-            single[j], hinted[j] = (capacity[j] >= needs[j]).any(axis=0), capacity[j].sum(axis=0) > 0
+    for j in range(len(needs)):
+        if needs[j] and single[j] is None:
+            single[j], hinted[j] = widest[j] >= needs[j], widest[j] > 0
     return single, hinted
 
 
