@@ -77,7 +77,7 @@ class ScarcityScore:
         self.shape_version = 0
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
-        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, tuple] | None = None  # see _held_all
+        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, tuple, np.ndarray, np.ndarray] | None = None  # see _held_all
         self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
         self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
@@ -168,7 +168,7 @@ class ScarcityScore:
         if not any(take) and not request:
             return np.zeros(len(rows), dtype=np.int64)  # takes nothing any target shape needs (BestEffort)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
-        totals_all, free_all, before_all = self._held_all(table, cols, needs)
+        totals_all, before_all, quot_all, rem_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
         # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
@@ -177,7 +177,7 @@ class ScarcityScore:
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
         able = self._able(table)[at]
-        totals, free, before = totals_all[:, at], free_all[:, at], before_all[:, at]
+        totals, before, quot, rem = totals_all[:, at], before_all[:, at], quot_all[..., at], rem_all[..., at]
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
@@ -205,10 +205,15 @@ class ScarcityScore:
                         held_before = b if held_before is None else np.minimum(held_before, b)
                         held_after = a if held_after is None else np.minimum(held_after, a)
                     after_totals[k, picked] += held_after - held_before
-        after_free = np.maximum(free - np.array(take, dtype=np.int64)[:, None], 0)
-        *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
+        # The shapes the free CPU and memory allow after the pod, max(free - take, 0) // need, from the
+        # kept quotients and remainders of free // need: with take = q * need + r, that is
+        # max(quot - q - (rem < r), 0), and no division over the rows.
+        take_q, take_r = np.divmod(np.array(take, dtype=np.int64)[:, None], self._stacked_plan(cols, needs)[-1])
+        after = quot - take_q[:, :, None]
+        after -= rem < take_r[:, :, None]
+        np.maximum(after, 0, out=after)
         value = self._values(needs, weights)
-        lost = before - self._holds(after_totals, after_free, need_cpu, need_memory)
+        lost = before - np.minimum(after_totals, np.minimum(after[0], after[1], out=after[0]), out=after[0])
         loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
         for k in range(1, len(value)):
             loss += lost[k] * value[k]
@@ -219,10 +224,10 @@ class ScarcityScore:
         return out[rows] if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
-                      ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
         """Every target shape's needs over one set of zone columns: the columns, the needs (shapes x
         columns; 1 where a shape does not need a column), where a shape ignores a column, and each
-        shape's CPU and memory need; kept per target version."""
+        shape's CPU and memory need (2 x shapes); kept per target version."""
         if self._stacked is None or self._stacked[0] != self.shape_version:
             union = sorted({c for shape_cols in cols for c in shape_cols})
             need = np.ones((len(cols), len(union)), dtype=np.int64)
@@ -231,7 +236,7 @@ class ScarcityScore:
                 for c, n in zip(shape_cols, shape_needs.tolist()):
                     need[k, union.index(c)], ignored[k, union.index(c)] = n, False
             self._stacked = (self.shape_version, union, need, ignored,
-                             np.array([n[0] for n in needs], dtype=np.int64), np.array([n[1] for n in needs], dtype=np.int64))
+                             np.array([[n[0] for n in needs], [n[1] for n in needs]], dtype=np.int64))
         return self._stacked[1:]  # type: ignore[return-value]
 
     def _values(self, needs: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
@@ -241,10 +246,13 @@ class ScarcityScore:
         return self._losses[1]
 
     @staticmethod
-    def _holds(totals: np.ndarray, free: np.ndarray, need_cpu: np.ndarray, need_memory: np.ndarray) -> np.ndarray:
-        """Per shape and row (shapes x rows): the pods of the shape a row holds, its zones' totals capped by
-        its free CPU and memory (``free``: 2 x rows)."""
-        return np.minimum(totals, np.minimum(free[0] // need_cpu[:, None], free[1] // need_memory[:, None]))
+    def _quotients(totals: np.ndarray, free: np.ndarray, need_cm: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For ``free`` CPU and memory (2 x rows): per shape the pods of the shape the rows hold (their
+        zones' ``totals`` capped by what the free CPU and memory allow; shapes x rows), and the
+        quotients and remainders of the free amounts by the shapes' needs (2 x shapes x rows)."""
+        quot, rem = np.divmod(free[:, None, :], need_cm[:, :, None])
+        return np.minimum(totals, np.minimum(quot[0], quot[1])), quot, rem
 
     @staticmethod
     def _able(table: NodeTable) -> np.ndarray:
@@ -252,11 +260,12 @@ class ScarcityScore:
         return table.view("topology") & table.view("cpu_static") & table.view("live")
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For every row: per target shape the pods its zones hold (shapes x rows); free CPU and memory
-        (2 x rows); and per shape the pods the row holds now (those totals capped by its free CPU and
-        memory; shapes x rows). Kept per target version and brought up to date for the rows changed
-        since; a new target keeps the totals of the shapes it shares with the old one."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For every row: per target shape the pods its zones hold (shapes x rows); per shape the pods
+        the row holds now (those totals capped by its free CPU and memory; shapes x rows); and the
+        quotients and remainders of its free CPU and memory by each shape's need (2 x shapes x rows).
+        Kept per target version and brought up to date for the rows changed since; a new target
+        keeps the totals of the shapes it shares with the old one."""
         size = table.size
         cached = self._vector
         shapes = tuple(shape for shape, _ in self._target)
@@ -264,33 +273,38 @@ class ScarcityScore:
         if cached is not None and cached[2].shape[1] == size:
             rows = table.changed_since(cached[1])
         if rows is not None and cached[0] != self.shape_version:  # type: ignore[index]
-            totals, free, holds = self._retargeted(table, cached, shapes, cols, needs)
+            totals, free, holds, quot, rem = self._retargeted(table, cached, shapes, cols, needs)
         elif rows is None:
             rows = np.arange(size)
             totals = np.zeros((len(self._target), size), dtype=np.int64)
             free = np.zeros((2, size), dtype=np.int64)
             holds = np.zeros((len(self._target), size), dtype=np.int64)
+            quot = np.zeros((2, len(self._target), size), dtype=np.int64)
+            rem = np.zeros((2, len(self._target), size), dtype=np.int64)
         else:
-            totals, free, holds = cached[2], cached[3], cached[4]  # type: ignore[index]
+            totals, free, holds, quot, rem = cached[2], cached[3], cached[4], cached[6], cached[7]  # type: ignore[index]
         if len(rows):
-            union, need, ignored, need_cpu, need_memory = self._stacked_plan(cols, needs)
-            valid = table.view("zvalid")[:, rows].T & self._able(table)[rows][:, None]
+            union, need, ignored, need_cm = self._stacked_plan(cols, needs)
+            able = table.view("topology")[rows] & table.view("cpu_static")[rows] & table.view("live")[rows]
+            valid = table.view("zvalid")[:, rows].T & able[:, None]
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
-            allowed = table.view("zfree")[union][:, :, rows].transpose(2, 1, 0)[:, :, None, :] // need
+            allowed = table.view("zfree")[:, :, rows][union].transpose(2, 1, 0)[:, :, None, :] // need
             per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
             totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
-            free[:, rows] = changed_free = np.maximum(np.stack([table.free(r)[rows] for r in _ZONE_RESOURCES]), 0)
-            holds[:, rows] = self._holds(changed_totals, changed_free, need_cpu, need_memory)
+            cm = [table.resource_column(r) for r in _ZONE_RESOURCES]
+            free[:, rows] = changed_free = np.maximum(table.view("free")[:, rows][cm], 0)
+            holds[:, rows], quot[:, :, rows], rem[:, :, rows] = self._quotients(changed_totals, changed_free, need_cm)
         if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             self._weights = demand / demand.sum() / np.maximum(holds.sum(axis=1).astype(np.float64), 1.0)
-        self._vector = (self.shape_version, table.stamp, totals, free, holds, shapes)
-        return totals, free, holds
+        self._vector = (self.shape_version, table.stamp, totals, free, holds, shapes, quot, rem)
+        return totals, holds, quot, rem
 
     def _retargeted(self, table: NodeTable, cached: Any, shapes: tuple, cols: list[list[int]], needs: list[np.ndarray]
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_held_all`'s arrays for a new target, as of the old arrays' stamp: the totals of
-        shapes the old target had are copied, only the new shapes' are computed over every row."""
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_held_all`'s arrays (with the free CPU and memory) for a new target, as of the old
+        arrays' stamp: the totals of shapes the old target had are copied, only the new shapes' are
+        computed over every row."""
         old_totals, old_free, old_shapes = cached[2], cached[3], cached[5]
         kept = {shape: j for j, shape in enumerate(old_shapes)}
         totals = np.zeros((len(shapes), table.size), dtype=np.int64)
@@ -306,8 +320,8 @@ class ScarcityScore:
                 allowed = table.zone_free(table.zone_resources[c]) // need
                 held = allowed if held is None else np.minimum(held, allowed)
             totals[k] = np.where(valid, held, 0).sum(axis=0)
-        *_, need_cpu, need_memory = self._stacked_plan(cols, needs)
-        return totals, old_free, self._holds(totals, old_free, need_cpu, need_memory)
+        holds, quot, rem = self._quotients(totals, old_free, self._stacked_plan(cols, needs)[-1])
+        return totals, old_free, holds, quot, rem
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
