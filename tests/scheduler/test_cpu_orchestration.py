@@ -561,3 +561,46 @@ def test_full_pcpus_placements_never_share_a_core_with_another_pod(steps, numa_p
 
 def guaranteed_count(pod: Pod) -> int:
     return pod.containers[0].limits["cpu"] // 1000
+
+
+# ---- FullPCPUs / SpreadByPCPUs CPUs of a free mask: the bitwise form equals the core-by-core one ---
+
+
+def _split_machine(cores: int, threads: int) -> Machine:
+    """Linux's usual numbering: every core's first thread, then every second thread (siblings ``cores`` apart)."""
+    rows = [{"cpu": c + t * cores, "core": c, "socket": 0, "numa": c * 2 // cores} for t in range(threads) for c in range(cores)]
+    return Machine.from_cpu_table(rows)
+
+
+def _uneven_machine() -> Machine:
+    """Two-thread cores whose siblings are not a fixed distance apart, and one single-thread core."""
+    pairs = [(0, 1), (2, 5), (3, 4), (6, 9), (7, 8), (10,)]
+    rows = [{"cpu": cpu, "core": core, "socket": 0, "numa": core // 3} for core, cpus in enumerate(pairs) for cpu in cpus]
+    return Machine.from_cpu_table(rows)
+
+
+MACHINES = {
+    "consecutive siblings": koord_machine(2, 1, 4, 2),
+    "split siblings": _split_machine(12, 2),
+    "one thread a core": koord_machine(1, 2, 4, 1),
+    "four threads a core": koord_machine(1, 1, 3, 4),
+    "uneven": _uneven_machine(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_required_masks_equal_core_by_core(name: str, data: st.DataObject) -> None:
+    from toposched.scheduler.plugins.cpu_orchestration import _core_masks, _required_masks
+
+    machine = MACHINES[name]
+    free = data.draw(st.integers(0, machine.online.mask)) & machine.online.mask
+    per_core = _topology(machine).cpus_per_core
+    full = spread = 0
+    for core in _core_masks(machine):
+        cpus = free & core
+        if cpus:
+            spread |= cpus & -cpus  # the core's lowest free CPU
+            full |= cpus if cpus.bit_count() == per_core else 0
+    assert _required_masks(free, machine) == (full, spread)

@@ -532,6 +532,11 @@ def _required_cpus(policy: str, available: CPUSet, machine: Machine) -> CPUSet:
 
 def _required_masks(free: int, machine: Machine) -> tuple[int, int]:
     """:func:`_required_cpus` of a free-CPU mask under FullPCPUs and under SpreadByPCPUs, as masks."""
+    pairs = _sibling_offset(machine)
+    if pairs is not None:  # every core two threads ``offset`` apart: bitwise over all cores at once
+        first, offset = pairs
+        both = free & (free >> offset) & first  # first threads of the cores with both threads free
+        return both | both << offset, (free & first) | ((free >> offset) & ~free & first) << offset
     topo = _topology(machine)
     full = spread = 0
     for core in _core_masks(machine):
@@ -544,6 +549,23 @@ def _required_masks(free: int, machine: Machine) -> tuple[int, int]:
 
 
 _CORE_MASKS: weakref.WeakKeyDictionary[Machine, tuple[list[int], list[int]]] = weakref.WeakKeyDictionary()
+_SIBLINGS: weakref.WeakKeyDictionary[Machine, tuple[int, int] | None] = weakref.WeakKeyDictionary()
+
+
+def _sibling_offset(machine: Machine) -> tuple[int, int] | None:
+    """When every core of ``machine`` has two threads and the second is always the first plus the same
+    offset (how Linux numbers most two-way SMT machines: all first threads, then all second ones),
+    the mask of the first threads and that offset; else None."""
+    if machine not in _SIBLINGS:
+        first, offsets = 0, set()
+        cores = _core_masks(machine)
+        for core in cores:
+            low = core & -core
+            first |= low
+            offsets.add(core.bit_length() - low.bit_length() if core.bit_count() == 2 else 0)
+        regular = bool(cores) and len(offsets) == 1 and 0 not in offsets and _topology(machine).cpus_per_core == 2
+        _SIBLINGS[machine] = (first, offsets.pop()) if regular else None
+    return _SIBLINGS[machine]
 
 
 def _allocatable_mask(node: NodeRecord) -> int:
