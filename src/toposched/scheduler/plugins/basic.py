@@ -238,25 +238,27 @@ class NodeResourcesFit:
         (a pod without a cpu/memory request counts 100m / 200Mi, as upstream's non-zero default).
         """
         requests = self._requests(state, pod)
-        allocs, requesteds = [], []
-        for r in self.weights:
-            allocs.append(table.pick(table.allocatable(r), rows))
-            requesteds.append(table.pick(table.requested(r), rows) + (requests.get(r, 0) or _NON_ZERO.get(r, 0)))
+        wants = {r: requests.get(r, 0) or _NON_ZERO.get(r, 0) for r in self.weights}
         if self.strategy == "BalancedAllocation":
-            alloc, requested = np.stack(allocs, axis=1), np.stack(requesteds, axis=1)
+            alloc = np.stack([table.pick(table.allocatable(r), rows) for r in self.weights], axis=1)
+            requested = np.stack([table.pick(table.requested(r), rows) + want for r, want in wants.items()], axis=1)
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
             return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)
         total = np.zeros(len(rows), dtype=np.int64)
-        most = self.strategy == "MostAllocated"
-        for alloc, requested, weight in zip(allocs, requesteds, self.weights.values()):
+        for (r, want), weight in zip(wants.items(), self.weights.values()):
+            alloc = table.pick(table.allocatable(r), rows)
             capacity = np.maximum(alloc, 1)
-            if most:
-                per = np.minimum(requested, alloc) * MAX_NODE_SCORE // capacity
+            if self.strategy == "MostAllocated":
+                per = np.minimum(table.pick(table.requested(r), rows) + want, alloc) * MAX_NODE_SCORE // capacity
                 per[alloc <= 0] = 0
             else:
-                per = (alloc - requested) * MAX_NODE_SCORE // capacity
-                per[(alloc <= 0) | (requested > alloc)] = 0
-            total += per * weight
+                # (alloc - requested) * 100 // alloc, 0 when over capacity or nothing allocatable: free
+                # minus the pod's request, clamped at 0, gives both zeros (free <= 0 where alloc <= 0).
+                per = table.pick(table.free(r), rows) - want
+                np.maximum(per, 0, out=per)
+                per *= MAX_NODE_SCORE
+                per //= capacity
+            total += per if weight == 1 else per * weight
         return total // sum(self.weights.values())
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:

@@ -967,6 +967,11 @@ class CPUOrchestration:
         request = self._request(state, pod)
         if request.refusal is not None:
             return np.zeros(len(rows), dtype=bool), reason_of(request.refusal)
+        memo = self._memos.get(table)
+        if memo is not None:
+            # Kept current by every pod, so a pod with a bind policy finds a few changed rows to
+            # measure rather than every row changed since the last such pod (its p99 was 4x its mean).
+            memo.update(table)
         ok = np.ones(len(rows), dtype=bool)
         if not request.needs:
             return ok, ""
