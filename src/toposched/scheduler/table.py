@@ -94,6 +94,7 @@ class NodeTable:
         self._live_count = 0
         # Read-only views handed out, per (array, resource column): valid until an array is replaced or a row added.
         self._views: dict[tuple[str, int], np.ndarray] = {}
+        self._derived_at = -1  # the stamp free, zmax and zsum are current at (see _derive)
         self._all_rows = np.arange(0)
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
@@ -114,10 +115,15 @@ class NodeTable:
         """One of the arrays, trimmed to the rows (its last axis): ``alloc``, ``used``, ``free``
         (resources x rows), ``zfree``, ``zcap`` (resources x zones x rows), ``zvalid`` (zones x
         rows), the per-row flags; read-only, and current as of the last :meth:`refresh`."""
-        return self._view(name, -1)
+        array = self._views.get((name, -1))
+        if array is None or name in _DERIVED:
+            return self._view(name, -1)
+        return array
 
     def _view(self, name: str, col: int) -> np.ndarray:
         """``view(name)``, or its column ``col`` along the first axis (-1: the whole array)."""
+        if name in _DERIVED and self._derived_at != self.stamp:
+            self._derive()
         array = self._views.get((name, col))
         if array is None:
             whole = getattr(self, "_" + name)
@@ -157,6 +163,22 @@ class NodeTable:
                 bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
                 bool(self._schedulable[row]), bool(self._live[row]))
         return values
+
+    def _derive(self) -> None:
+        """Bring ``free``, ``zmax`` and ``zsum`` up to date at the rows rebuilt since they last were, all
+        resources at once: on the first read after a refresh, so a cycle that reads none of them
+        (a pod shape whose cached rows are judged row by row) pays nothing."""
+        rows: np.ndarray | slice | None = self.changed_since(self._derived_at)
+        if rows is None:
+            rows = slice(0, self.size)
+        if not isinstance(rows, slice) and not len(rows):
+            self._derived_at = self.stamp
+            return
+        self._free[:, rows] = self._alloc[:, rows] - self._used[:, rows]
+        zones = self._zfree[:, :, rows]
+        self._zmax[:, rows] = zones.max(axis=1)
+        self._zsum[:, rows] = zones.sum(axis=1)
+        self._derived_at = self.stamp
 
     # ---- per-resource arrays (views: rows contiguous, current as of the last refresh) -----------
 
@@ -316,24 +338,17 @@ class NodeTable:
         allocatable = (record.spec.allocatable, model.allocatable if model is not None else None)
         requested = dict(record.requested)
         zones = self.cluster.zone_available(name) if model is not None else None
-        node_level = False
         if known is None or known[0][0] is not allocatable[0] or known[0][1] is not allocatable[1]:
             self._write_allocatable(row, record)
             self._write_capacity(row, model.zone_capacity() if model is not None else {})
-            node_level = True
         if known is None or known[1] != requested:
-            for resource in requested:
-                self.resource_column(resource)  # before indexing: adding a column replaces the arrays
             self._used[:, row] = 0
+            index = self._resource_index
             for resource, value in requested.items():
-                self._used[self._resource_index[resource], row] = value
-            node_level = True
-        if node_level:
-            self._free[:, row] = self._alloc[:, row] - self._used[:, row]
+                col = index[resource] if resource in index else self.resource_column(resource)
+                self._used[col, row] = value  # indexed after resolving: adding a column replaces the arrays
         if known is None or known[2] != zones:
             self._write_zones(row, zones, known[2] if known is not None else None)
-            self._zmax[:, row] = self._zfree[:, :, row].max(axis=1)
-            self._zsum[:, row] = self._zfree[:, :, row].sum(axis=1)
         self._sources[row] = (allocatable, requested, zones)
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
@@ -372,9 +387,6 @@ class NodeTable:
                      before: dict[int, dict[str, int]] | None) -> None:
         """Write the row's zones; with the same NUMA zones as ``before`` (what the row holds), only the changed ones."""
         same_zones = zones is not None and before is not None and zones.keys() == before.keys()
-        for numa_id in sorted(zones or {})[: self.max_zones]:
-            for resource in zones[numa_id]:  # type: ignore[index]
-                self.zone_column(resource)  # before indexing: adding a column replaces the arrays
         if not same_zones:
             self._zvalid[:, row] = False
             self._zfree[:, :, row] = 0
@@ -385,8 +397,13 @@ class NodeTable:
                     continue
                 self._zfree[:, slot, row] = 0
             self._zvalid[slot, row] = True
+            index = self._zone_index
             for resource, value in zone.items():
-                self._zfree[self._zone_index[resource], slot, row] = value
+                col = index[resource] if resource in index else self.zone_column(resource)
+                self._zfree[col, slot, row] = value  # indexed after resolving: adding a column replaces the arrays
+
+
+_DERIVED = frozenset(("free", "zmax", "zsum"))  # arrays computed from others at the rows that changed (_derive)
 
 
 def _with_column(array: np.ndarray) -> np.ndarray:
