@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +25,17 @@ def time_call(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
         fn()
         samples.append((time.perf_counter() - start) * 1000)
     return {"min_ms": min(samples), "median_ms": statistics.median(samples), "max_ms": max(samples)}
+
+
+def callgrind_instrument(on: bool) -> None:
+    """Switch callgrind's instrumentation of this process on or off (a benchmark run under
+    ``valgrind --tool=callgrind --instr-atstart=no``), so its instruction count covers the timed
+    loop only; nothing happens outside callgrind."""
+    try:
+        subprocess.run(["callgrind_control", "--instr=" + ("on" if on else "off"), str(os.getpid())],
+                       check=False, capture_output=True)
+    except FileNotFoundError as err:
+        raise SystemExit("--callgrind needs valgrind's callgrind_control on PATH") from err
 
 
 def peak_rss_mib() -> float:

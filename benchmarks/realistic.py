@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from _common import peak_rss_mib, write_json
+from _common import callgrind_instrument, peak_rss_mib, write_json
 
 from toposched.kube.ops import freeze_heap
 from toposched.kubelet import KubeletConfig
@@ -223,8 +223,10 @@ def decision_record(decision: Any) -> list[Any]:
 
 
 def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callable[[], float] = time.perf_counter,
-        delete_via: str = "forget", phases: bool = False, record: list | None = None) -> dict[str, Any]:
-    """Build, pre-fill, then time ``pods`` arrivals each after a deletion. ``record`` collects every decision."""
+        delete_via: str = "forget", phases: bool = False, record: list | None = None,
+        callgrind: bool = False) -> dict[str, Any]:
+    """Build, pre-fill, then time ``pods`` arrivals each after a deletion. ``record`` collects every
+    decision; ``callgrind`` switches callgrind's instrumentation on for the timed loop only."""
     t0 = time.perf_counter()
     cluster = build_cluster(n_nodes, seed)
     profile = load_profile("toposched")
@@ -260,6 +262,8 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     arrivals = [make_pod(prefill + i, rnd) for i in range(pods)]
     victims = [rnd.random() for _ in range(pods)]
     latencies, delete_times, scheduled = [], [], 0
+    if callgrind:
+        callgrind_instrument(True)
     start = clock()
     for i, pod in enumerate(arrivals):
         now += 0.01
@@ -284,6 +288,8 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
             running.append(pod)
             scheduled += 1
     elapsed = clock() - start
+    if callgrind:
+        callgrind_instrument(False)
     gc.unfreeze()
     mean = statistics.fmean(latencies)
     by_kind: dict[str, list[float]] = defaultdict(list)
@@ -331,12 +337,15 @@ def main() -> int:
     parser.add_argument("--phases", action="store_true", help="also a second run with per-phase timers")
     parser.add_argument("--digest", action="store_true", help="print a digest of every decision (node and placement); "
                         "converting and keeping them slows the timed loop: time without it")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="under valgrind --tool=callgrind --instr-atstart=no: count the timed loop's instructions only")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
     unit = " (CPU time)" if args.cpu_time else ""
     records: list | None = [] if args.digest else None
-    figures = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, record=records)
+    figures = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, record=records,
+                  callgrind=args.callgrind)
     figures["clock"] = "cpu" if args.cpu_time else "wall"
     print(f"{figures['nodes']} heterogeneous nodes, {figures['running_at_start']} pods running, {figures['pods']} arrivals "
           f"each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, mean {figures['mean_ms']:.2f} ms, "

@@ -43,7 +43,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from _common import peak_rss_mib, write_json
+from _common import callgrind_instrument, peak_rss_mib, write_json
 
 from toposched.kube.ops import freeze_heap
 from toposched.kubelet import KubeletConfig
@@ -149,8 +149,9 @@ def make_gpu_pods(pods: list[Pod], seed: int, share: float = 0.3) -> list[Pod]:
 
 def run(n_nodes: int, numa: int, pods: list[Pod], gpu_nodes: int = 0,
         clock: Callable[[], float] = time.perf_counter, device_enforcement: str = "kubelet",
-        from_reports: bool = False) -> dict[str, float]:
-    """Schedule ``pods`` (binding each decision) and time the loop with ``clock``."""
+        from_reports: bool = False, callgrind: bool = False) -> dict[str, float]:
+    """Schedule ``pods`` (binding each decision) and time the loop with ``clock``; ``callgrind``
+    switches callgrind's instrumentation on for the loop only."""
     cluster, build_s = build_cluster(n_nodes, numa, from_reports)
     if gpu_nodes:
         add_gpu_nodes(cluster, gpu_nodes, device_enforcement)
@@ -158,6 +159,8 @@ def run(n_nodes: int, numa: int, pods: list[Pod], gpu_nodes: int = 0,
     scheduler.table.refresh()
     freeze_heap()  # as `toposched scheduler` and `toposched extender` do once the cluster is listed
     latencies, scheduled = [], 0
+    if callgrind:
+        callgrind_instrument(True)
     start = clock()
     for i, pod in enumerate(pods):
         t0 = clock()
@@ -167,6 +170,8 @@ def run(n_nodes: int, numa: int, pods: list[Pod], gpu_nodes: int = 0,
             scheduler.bound(pod, now=float(i))
             scheduled += 1
     elapsed = clock() - start
+    if callgrind:
+        callgrind_instrument(False)
     gc.unfreeze()  # this cluster is done with: let the next run's replace it
     latencies.sort()
     return {
@@ -195,11 +200,14 @@ def main() -> int:
                         help="GPU variant: the scheduler chooses device ids (toposched.io/device-enforcement: agent)")
     parser.add_argument("--from-reports", action="store_true",
                         help="also run with every node known only from its agent's published report")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="under valgrind --tool=callgrind --instr-atstart=no: count the instructions of the "
+                             "first run's loop only (run without --gpu, --scaling, --from-reports)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
     pods = make_pods(args.pods, args.seed)
-    figures = run(args.nodes, args.numa, pods, clock=clock)
+    figures = run(args.nodes, args.numa, pods, clock=clock, callgrind=args.callgrind)
     figures["clock"] = "cpu" if args.cpu_time else "wall"
     unit = " (CPU time)" if args.cpu_time else ""
     print(f"{figures['nodes']} nodes x {args.numa} NUMA, {figures['pods']} pods: {figures['pods_per_second']:.0f} pods/s{unit}, "
