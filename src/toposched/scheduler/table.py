@@ -8,9 +8,11 @@ keeping the table current is proportional to what changed, not to the cluster's 
 :meth:`changed_since` tells a cache which rows it must recompute.
 
 Every array is stored resource-major with the rows as its last axis (``alloc[resource, row]``,
-``zfree[resource, zone, row]``), and the derived ones (free, most and sum over the zones) are
-written with the row: a plugin's read of one resource (:meth:`free`, :meth:`zone_free`, ...) is
-a view with its rows contiguous, not a copy, and a reduction over the zones runs along the rows.
+``zfree[resource, zone, row]``): a plugin's read of one resource (:meth:`free`, :meth:`zone_free`,
+...) is a view with its rows contiguous, not a copy, and a reduction over the zones runs along
+the rows. The derived arrays (free, most and sum over the zones) are brought up to date at the
+changed rows on their first read after a refresh; the largest zone capacity is written with the
+capacity.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class NodeTable:
         self._zone_index = {r: i for i, r in enumerate(self.zone_resources)}
         self.max_zones = max_zones
         self._capacity = 0
-        # Resource-major, rows last (module notes); free, zmax and zsum are written with the row.
+        # Resource-major, rows last (module notes); free, zmax and zsum are derived on read (_derive).
         self._alloc = np.zeros((3, 0), dtype=np.int64)
         self._used = np.zeros((3, 0), dtype=np.int64)
         self._free = np.zeros((3, 0), dtype=np.int64)
