@@ -986,9 +986,9 @@ class CPUOrchestration:
         """:meth:`filter` on every row as array arithmetic: one verdict per class of nodes, and the free-CPU
         counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
         memo = self._memos.get(table)
-        if memo is None:
+        if memo is None:  # else filter_all brought it up to date
             memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 5)
-        memo.update(table)
+            memo.update(table)
         cls, counts = memo.cls[rows], memo.values[rows]
         ok = np.ones(len(rows), dtype=bool)
         reasons = ReasonCodes(len(rows))  # each refused row's own reason, as the per-node filter words it

@@ -176,7 +176,7 @@ class ScarcityScore:
         # shape-major (shapes x rows): every operation runs along the rows.
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
-        able = self._able(table)[at]
+        able = self._able(table, at)
         totals, before, quot, rem = totals_all[:, at], before_all[:, at], quot_all[..., at], rem_all[..., at]
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
@@ -255,9 +255,9 @@ class ScarcityScore:
         return np.minimum(totals, np.minimum(quot[0], quot[1])), quot, rem
 
     @staticmethod
-    def _able(table: NodeTable) -> np.ndarray:
-        """Rows that can hold demanding pods: with topology data, the static CPU manager, and a live node."""
-        return table.view("topology") & table.view("cpu_static") & table.view("live")
+    def _able(table: NodeTable, at: slice | np.ndarray = slice(None)) -> np.ndarray:
+        """Rows (``at``) that can hold demanding pods: with topology data, the static CPU manager, and a live node."""
+        return table.view("topology")[at] & table.view("cpu_static")[at] & table.view("live")[at]
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -285,7 +285,7 @@ class ScarcityScore:
             totals, free, holds, quot, rem = cached[2], cached[3], cached[4], cached[6], cached[7]  # type: ignore[index]
         if len(rows):
             union, need, ignored, need_cm = self._stacked_plan(cols, needs)
-            able = table.view("topology")[rows] & table.view("cpu_static")[rows] & table.view("live")[rows]
+            able = self._able(table, rows)
             valid = table.view("zvalid")[:, rows].T & able[:, None]
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
             allowed = table.view("zfree")[:, :, rows][union].transpose(2, 1, 0)[:, :, None, :] // need
