@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,8 +12,10 @@ from tests.conftest import shared_path
 from toposched.devices.share import MILLI
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
-from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, node_gpu_state
+from toposched.scheduler.plugins.gpu_rows import GPURows
+from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, GPUShare, node_gpu_state
 from toposched.scheduler.profile_setup import load_profile
+from toposched.sim.hardware import load_hardware_profile
 from toposched.topology.hwloc import read_hwloc_xml
 from toposched.workload import Container, Pod
 
@@ -178,3 +181,55 @@ def test_a_node_that_refused_a_pod_shape_is_not_tried_again_until_it_changes():
         sched.unreserve(pod)  # b is empty again; a changes, so its row is judged afresh
     sched.schedule(whole_gpu_pod("w2", 1), 0.0)
     assert admissions[3] == "a"
+
+
+GPU_SERVER = load_hardware_profile("gpu-8x")
+
+
+def gpu_rows_equal(kept: GPURows, fresh: GPURows) -> None:
+    assert kept.models == fresh.models
+    for name in ("count", "smallest", "memory", "used_core", "used_memory", "busy", "free_milli"):
+        a, b = getattr(kept, name), getattr(fresh, name)
+        width = max(a.shape[-1], b.shape[-1]) if a.ndim == 2 else None
+        if width is not None:  # a kept array may be wider than a fresh one: the extra slots are empty
+            a = np.pad(a, ((0, 0), (0, width - a.shape[1])))
+            b = np.pad(b, ((0, 0), (0, width - b.shape[1])))
+        assert np.array_equal(a, b), name
+    assert kept.whole.keys() == fresh.whole.keys()
+    for resource in kept.whole:
+        for a, b in zip(kept.whole[resource], fresh.whole[resource]):
+            assert np.array_equal(a, b), resource
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["share", "whole", "plain"]), st.sampled_from([1, 2, 4]),
+                          st.sampled_from([10, 25, 50, 100]), st.booleans()), min_size=1, max_size=25))
+def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
+    """GPUShare's per-row GPU arrays, brought up to date at the changed rows only, always equal the
+    arrays built from every row: shares and whole GPUs placed and released, nodes removed."""
+    cluster = Cluster()
+    for i in range(3):
+        cluster.set_node(NodeSpec(f"gpu{i}"), machine=GPU_SERVER.machine, kubelet_config=GPU_SERVER.kubelet,
+                         device_plugins={r: list(d) for r, d in (GPU_SERVER.device_plugins or {}).items()})
+    cluster.set_node(NodeSpec("plain"), machine=GPU_SERVER.machine, kubelet_config=CONFIG)
+    sched = Scheduler(cluster, load_profile("toposched"))
+    plugin = next(p for p in sched.profile.filters if isinstance(p, GPUShare))
+    placed = []
+    for i, (kind, gpus, percent, release) in enumerate(steps):
+        if kind == "share":
+            pod = share_pod(f"p{i}", percent)
+        elif kind == "whole":
+            pod = whole_gpu_pod(f"p{i}", gpus)
+        else:
+            pod = Pod(f"p{i}", uid=f"p{i}", containers=(Container("c", requests={"cpu": 1000 * gpus, "memory": GI}),))
+        if sched.schedule(pod, float(i)).node is not None:
+            sched.bound(pod, float(i))
+            placed.append(pod)
+        if release and placed:
+            sched.cluster.forget(placed.pop(0), float(i))
+        if i == 10:
+            cluster.remove_node("gpu2")
+        sched.table.refresh()
+        kept = plugin._rows(sched.table)
+        fresh = GPURows().update(sched.table, lambda row: plugin._row_gpus(sched.table, row))
+        gpu_rows_equal(kept, fresh)

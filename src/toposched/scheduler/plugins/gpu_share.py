@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from toposched.devices.fgd import MILLI, NodeBatch, NodeView, Policy, TargetWorkload, Task, make_policy
+from toposched.devices.fgd import MILLI, NodeView, Policy, TargetWorkload, Task, make_policy
 from toposched.devices.inventory import NodeDevice
 from toposched.devices.koordinator import DEVICE_ALLOCATED, format_device_allocated, gpu_entries
 from toposched.devices.share import (
@@ -45,9 +45,10 @@ from toposched.errors import InputError
 from toposched.kubelet import KubeletNode
 from toposched.names import GPU_MODEL_LABEL, KOORDINATOR_GPU
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, registry
+from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
+from toposched.scheduler.plugins.gpu_rows import GPURows, RowGPUs
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology.model import DeviceKind
@@ -162,11 +163,6 @@ def gpus_with_shares(state: NodeGPUState) -> frozenset[str]:
     return frozenset(d.id for d, core, memory in zip(state.devices, state.used_core, state.used_memory) if core or memory)
 
 
-def _has_gpu(inventory: Iterable[NodeDevice] | None) -> bool:
-    """Whether a node's inventory lists a GPU (the devices shares are placed on)."""
-    return inventory is not None and any(d.kind == DeviceKind.GPU for d in inventory)
-
-
 def _kubelet_gpus(node: NodeRecord) -> set[str]:
     return gpus_held_whole(node.model, node.inventory)
 
@@ -268,7 +264,7 @@ class GPUShare:
         self.workload: TargetWorkload | None = None
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
-        self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
+        self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, GPURows] = weakref.WeakKeyDictionary()
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -371,50 +367,65 @@ class GPUShare:
         return Status.unschedulable(NodeGPUState.too_few(request, fitting, candidates).reason, plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
-        """All rows at once for pods without shares or whole GPUs; node by node otherwise (whole-GPU
-        pods: only the rows whose nodes serve the resource)."""
-        if self._request(state, pod) is None:
-            whole = [r for r, _ in self._whole(state, pod) if r in table.resources]
-            if not whole:
-                return np.ones(len(rows), dtype=bool), ""
-            alloc = table.view("alloc")[[table.resource_column(r) for r in whole]][:, rows]
-            serving = np.flatnonzero((alloc > 0).any(axis=0))
-            mask = np.ones(len(rows), dtype=bool)
-            reasons = [""] * len(rows)
-            for i, reason in zip(serving.tolist(), self.filter_few(state, pod, table, rows[serving].tolist())):
-                if reason is not None:
-                    mask[i], reasons[i] = False, reason
-            return mask, reasons
-        # Nodes without GPUs all refuse a share for the same reason (no candidate GPU): judged once.
-        with_gpus = self._gpu_rows(table)[rows]
-        without = np.flatnonzero(~with_gpus & table.view("live")[rows])
-        mask = np.ones(len(rows), dtype=bool)
-        reasons = [""] * len(rows)
-        if len(without):
-            reason = self.filter_few(state, pod, table, rows[without[:1]])[0]
-            if reason is not None:
-                mask[without] = False
-                for i in without.tolist():
-                    reasons[i] = reason
-        judged = np.flatnonzero(with_gpus)
-        for i, reason in zip(judged.tolist(), self.filter_few(state, pod, table, rows[judged])):
-            if reason is not None:
-                mask[i], reasons[i] = False, reason
-        return mask, reasons
-
-    def _gpu_rows(self, table: NodeTable) -> np.ndarray:
-        """Per row of the table, whether its node's inventory has a GPU; kept and updated at the rows changed since."""
-        kept = self._gpu_rows_kept.get(table)
-        rows = table.changed_since(kept[0]) if kept is not None and len(kept[1]) == table.size else None
-        if rows is None:
-            flags, rows = np.zeros(table.size, dtype=bool), np.arange(table.size)
+        """:meth:`filter` for every row at once, from the rows' GPUs as arrays (:class:`GPURows`)."""
+        request = self._request(state, pod)
+        whole = self._whole(state, pod)
+        if request is None and not whole:
+            return np.ones(len(rows), dtype=bool), ""
+        gpus = self._rows(table)
+        texts = [""]
+        codes = np.zeros(len(rows), dtype=np.int64)
+        if request is None:
+            # Per resource in order, the rows whose kubelet could hand out enough GPUs but not
+            # enough without shares; a row's reason is its first such resource's.
+            for resource, count in whole:
+                if resource not in gpus.whole:
+                    continue  # no node serves it as GPUs
+                serves, free, clean = (a[rows] for a in gpus.whole[resource])
+                refused = np.flatnonzero(serves & (free >= count) & (clean < count) & (codes == 0))
+                if not len(refused):
+                    continue
+                pairs = np.stack([clean[refused], free[refused]])
+                seen, which = np.unique(pairs, axis=1, return_inverse=True)
+                codes[refused] = len(texts) + which.reshape(-1)
+                texts += [f"needs {count} {resource}; only {c} of the {f} GPUs the kubelet could hand out "
+                          f"hold no shares of other pods" for c, f in seen.T.tolist()]
         else:
-            flags = kept[1]  # type: ignore[index]
-        for row in rows.tolist():
-            node = table.cluster.nodes.get(table.names[row])
-            flags[row] = node is not None and _has_gpu(node.inventory)
-        self._gpu_rows_kept[table] = (table.stamp, flags)
-        return flags
+            fitting, candidates = gpus.fitting(request, rows)
+            # Rows whose node is gone are left to the filters that say so.
+            refused = np.flatnonzero((fitting < request.count) & table.pick(table.view("live"), rows))
+            if len(refused):
+                seen, which = np.unique(np.stack([fitting[refused], candidates[refused]]), axis=1, return_inverse=True)
+                codes[refused] = 1 + which.reshape(-1)
+                texts += [NodeGPUState.too_few(request, f, c).reason for f, c in seen.T.tolist()]
+        return codes == 0, RowReasons(codes, texts)
+
+    def _rows(self, table: NodeTable) -> GPURows:
+        """Every row's GPUs as arrays, kept per table and brought up to date at the rows changed since."""
+        kept = self._gpu_rows_kept.get(table)
+        if kept is None:
+            kept = self._gpu_rows_kept[table] = GPURows()
+        return kept.update(table, lambda row: self._row_gpus(table, row))
+
+    def _row_gpus(self, table: NodeTable, row: int) -> RowGPUs | None:
+        """One row's GPUs as :meth:`filter` and the policies' views read them; None where the node is gone."""
+        node = table.cluster.nodes.get(table.names[row])
+        if node is None:
+            return None
+        if node.inventory is None or not _gpu_resources(node.inventory):  # no GPUs
+            return RowGPUs("", (), (), (), (), (), {})
+        known = self._gpus(table.cluster, node)
+        gpus, busy = known.state, known.busy
+        whole = {}
+        if node.model is not None and node.inventory is not None:
+            devices = node.model.devices
+            for resource in _gpu_resources(node.inventory):
+                if resource in devices.resources:
+                    free = devices.available(resource)
+                    whole[resource] = (len(free), len(free - known.shared))
+        return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
+                       gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
+                       known.free if gpus.devices else (), whole)
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
         """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
@@ -437,24 +448,19 @@ class GPUShare:
         """
         request = self._request(state, pod)
         out = np.zeros(len(rows), dtype=np.int64)
-        if not len(rows):
+        if not len(rows) or (request is None and not self._scores_gpu_less(state, pod)):
             return out
-        if request is None:
-            if not self._scores_gpu_less(state, pod):
-                return out
-            views = [self._view(table, row, gpu_less=True)[0] for row in rows.tolist()]
-            scores = self.policy.raw_score(NodeBatch.from_views(views), self._task(state, pod, 0))
-            return np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0).astype(np.int64)
-        groups: dict[int, list[tuple[int, NodeView]]] = {}  # smallest GPU memory -> (position, view)
-        for i, row in enumerate(rows.tolist()):
-            seen = self._view(table, row)
-            if seen is not None:
-                groups.setdefault(seen[1], []).append((i, seen[0]))
+        gpus = self._rows(table)
+        if request is None:  # every row is scored, GPUs or not (smallest memory 0)
+            groups = [(np.arange(len(rows)), 0)]
+        else:  # the rows with GPUs, by their smallest GPU's memory (a request in bytes is measured against it)
+            with_gpus = np.flatnonzero(gpus.count[rows] > 0)
+            smallest = gpus.smallest[rows[with_gpus]]
+            groups = [(with_gpus[smallest == memory], memory) for memory in np.unique(smallest).tolist()]
         policy = self._policy()
-        for smallest, members in groups.items():
-            scores = policy.raw_score(NodeBatch.from_views([v for _, v in members]), self._task(state, pod, smallest))
-            values = np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0)
-            out[[i for i, _ in members]] = values
+        for positions, memory in groups:
+            scores = policy.raw_score(gpus.batch(table, rows[positions]), self._task(state, pod, memory))
+            out[positions] = np.where(scores.feasible, np.clip(scores.scores, 0, MAX_NODE_SCORE), 0)
         return out
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:

@@ -1,0 +1,140 @@
+"""Every table row's GPUs as arrays, so GPUShare judges and scores all rows in a few NumPy passes.
+
+GPUShare reads a node's GPUs through per-node objects (:class:`NodeGPUState`, the kubelet's
+whole-GPU holdings); doing that row by row for every share or whole-GPU pod cost ~3 ms a pod on
+5,000 nodes. :class:`GPURows` keeps what those objects say as arrays over the table's rows (one
+column per GPU slot), rebuilt only at the rows the table says changed since it last looked, and
+answers the filter's counts and the packing policies' :class:`NodeBatch` from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from toposched.devices.fgd import MILLI, NodeBatch
+from toposched.devices.share import GPURequest
+from toposched.scheduler.table import NodeTable
+
+__all__ = ["GPURows", "RowGPUs"]
+
+
+@dataclass(frozen=True)
+class RowGPUs:
+    """One node's GPUs as GPUShare reads them.
+
+    Per GPU, in the node's device order: its memory, the compute and memory its shares use,
+    whether the kubelet gave it whole (``busy``) and its free share in milli-GPU for the policies
+    (0 where busy). ``whole``: per device-plugin GPU resource the node serves, how many such GPUs the kubelet
+    could hand out and how many of those hold no shares.
+    """
+
+    model: str
+    memory: Sequence[int]
+    used_core: Sequence[int]
+    used_memory: Sequence[int]
+    busy: Sequence[bool]
+    free_milli: Sequence[int]
+    whole: Mapping[str, tuple[int, int]]
+
+
+class GPURows:
+    """:class:`RowGPUs` of every row of one table, as arrays (rows first; GPU slots second)."""
+
+    def __init__(self) -> None:
+        self._stamp = -1
+        self._width = 0
+        self._allocate(0, 0)
+
+    def _allocate(self, size: int, width: int) -> None:
+        self.count = np.zeros(size, dtype=np.int64)
+        self.smallest = np.zeros(size, dtype=np.int64)  # the smallest GPU memory (0 without GPUs)
+        self.models = [""] * size
+        self.memory = np.zeros((size, width), dtype=np.int64)
+        self.used_core = np.zeros((size, width), dtype=np.int64)
+        self.used_memory = np.zeros((size, width), dtype=np.int64)
+        self.busy = np.zeros((size, width), dtype=bool)
+        self.free_milli = np.zeros((size, width), dtype=np.int64)
+        self.whole: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # resource -> (serves, free, clean)
+        self._width = width
+
+    def update(self, table: NodeTable, read: Callable[[int], RowGPUs | None]) -> GPURows:
+        """Bring the arrays up to date with ``table`` (as of its last refresh), reading each changed
+        row with ``read`` (None for a row whose node is gone); every row when the table grew, the
+        widest node gained GPUs or a new whole-GPU resource appeared."""
+        rows = table.changed_since(self._stamp) if len(self.count) == table.size else None
+        stamp = table.stamp
+        if rows is None:
+            self._rebuild(table, read, self._width)
+        else:
+            facts = [(row, read(row)) for row in rows.tolist()]
+            widest = max((len(f.memory) for _, f in facts if f is not None), default=0)
+            new = any(r not in self.whole for _, f in facts if f is not None for r in f.whole)
+            if widest > self._width or new:
+                self._rebuild(table, read, max(widest, self._width))
+            else:
+                for row, fact in facts:
+                    self._write(row, fact)
+        self._stamp = stamp
+        return self
+
+    def _rebuild(self, table: NodeTable, read: Callable[[int], RowGPUs | None], width: int) -> None:
+        facts = [read(row) for row in range(table.size)]
+        width = max([width] + [len(f.memory) for f in facts if f is not None])
+        resources = sorted({r for f in facts if f is not None for r in f.whole})
+        self._allocate(table.size, width)
+        for resource in resources:
+            self.whole[resource] = (np.zeros(table.size, dtype=bool), np.zeros(table.size, dtype=np.int64),
+                                    np.zeros(table.size, dtype=np.int64))
+        for row, fact in enumerate(facts):
+            self._write(row, fact)
+
+    def _write(self, row: int, fact: RowGPUs | None) -> None:
+        for array in (self.memory, self.used_core, self.used_memory, self.busy, self.free_milli):
+            array[row] = 0
+        for serves, free, clean in self.whole.values():
+            serves[row], free[row], clean[row] = False, 0, 0
+        if fact is None:
+            self.count[row] = self.smallest[row] = 0
+            self.models[row] = ""
+            return
+        n = len(fact.memory)
+        self.count[row] = n
+        self.smallest[row] = min(fact.memory) if n else 0
+        self.models[row] = fact.model
+        if n:
+            self.memory[row, :n] = fact.memory
+            self.used_core[row, :n] = fact.used_core
+            self.used_memory[row, :n] = fact.used_memory
+            self.busy[row, :n] = fact.busy
+            self.free_milli[row, :n] = fact.free_milli
+        for resource, (free_count, clean_count) in fact.whole.items():
+            serves, free, clean = self.whole[resource]
+            serves[row], free[row], clean[row] = True, free_count, clean_count
+
+    def fitting(self, request: GPURequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: how many of its GPUs not held whole by the kubelet fit ``request`` (as
+        :meth:`NodeGPUState.count_fitting` counts them), and how many GPUs are not held whole."""
+        slots = np.arange(self._width)[None, :] < self.count[rows][:, None]
+        candidates = slots & ~self.busy[rows]
+        core, memory = self.used_core[rows], self.used_memory[rows]
+        if request.whole:
+            fits = (core == 0) & (memory == 0)
+        else:
+            capacity = self.memory[rows]
+            wanted = request.memory_bytes if request.memory_bytes is not None else capacity * request.memory_ratio // MILLI
+            fits = (MILLI - core >= (request.core or 0)) & (capacity - memory >= wanted)
+        return (fits & candidates).sum(axis=1), candidates.sum(axis=1)
+
+    def batch(self, table: NodeTable, rows: np.ndarray) -> NodeBatch:
+        """The rows as the packing policies see them (what :meth:`NodeBatch.from_views` makes of their
+        views): the host part is what the node's pods leave of its allocatable CPU and memory (0 where
+        the node is gone)."""
+        width = int(self.count[rows].max()) if len(rows) else 0
+        live = table.view("live")[rows]
+        return NodeBatch(cpu_free=np.maximum(table.free("cpu")[rows], 0) * live,
+                         memory_free=np.maximum(table.free("memory")[rows], 0) * live,
+                         gpu_free=self.free_milli[rows, :width], gpu_count=self.count[rows],
+                         gpu_model=tuple(self.models[row] for row in rows.tolist()))
