@@ -66,6 +66,7 @@ _CHOICE: StateKey[tuple[str, Any]] = StateKey("choice", "GPUShare")
 
 
 _SHARE_PREFIX = KOORDINATOR_GPU
+_NO_GPUS = RowGPUs("", (), (), (), (), (), {})  # the row of a node without GPUs
 
 
 def shares_gpu(pod: Pod) -> bool:
@@ -265,6 +266,7 @@ class GPUShare:
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
         self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, GPURows] = weakref.WeakKeyDictionary()
+        self._row_facts: dict[str, tuple[NodeGPUState, Any, RowGPUs]] = {}  # node -> what its row was read from, and it
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -412,10 +414,17 @@ class GPUShare:
         node = table.cluster.nodes.get(table.names[row])
         if node is None:
             return None
-        if node.inventory is None or not _gpu_resources(node.inventory):  # no GPUs
-            return RowGPUs("", (), (), (), (), (), {})
+        if node.inventory is None or not _gpu_resources(node.inventory):
+            return _NO_GPUS
         known = self._gpus(table.cluster, node)
-        gpus, busy = known.state, known.busy
+        # What the answer is read from: the node's GPU state (replaced when its shares change) and
+        # its kubelet's device state (immutable, replaced when an allocation changes). A pod that
+        # touches neither (most pods on a GPU server) leaves the answer as it was.
+        gpus, devices_state = known.state, node.model.devices.state if node.model is not None else None
+        kept = self._row_facts.get(node.name)
+        if kept is not None and kept[0] is gpus and kept[1] is devices_state:
+            return kept[2]
+        busy = known.busy
         whole = {}
         if node.model is not None and node.inventory is not None:
             devices = node.model.devices
@@ -423,9 +432,11 @@ class GPUShare:
                 if resource in devices.resources:
                     free = devices.available(resource)
                     whole[resource] = (len(free), len(free - known.shared))
-        return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
+        fact = RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                        gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
                        known.free if gpus.devices else (), whole)
+        self._row_facts[node.name] = (gpus, devices_state, fact)
+        return fact
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
         """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
