@@ -1122,11 +1122,15 @@ class DeviceManager:
         s = self._state
         if uid not in s.allocations and uid not in s.reusable:
             return
-        allocations = dict(s.allocations)
-        allocations.pop(uid, None)
-        reusable = dict(s.reusable)
-        reusable.pop(uid, None)
-        self._state = s._with(MappingProxyType(allocations), MappingProxyType(reusable))
+        # A map that does not change stays the same object: the views memoised on it (free and
+        # in-use devices, the node's availability) hold, and most pods hold no device.
+        allocations = s.allocations
+        if uid in allocations:
+            allocations = MappingProxyType({k: v for k, v in allocations.items() if k != uid})
+        reusable = s.reusable
+        if uid in reusable:
+            reusable = MappingProxyType({k: v for k, v in reusable.items() if k != uid})
+        self._state = s._with(allocations, reusable)
 
 
 def _resolve(pod: Pod, container: Container | str) -> Container:

@@ -418,11 +418,14 @@ class GPUShare:
             return _NO_GPUS
         known = self._gpus(table.cluster, node)
         # What the answer is read from: the node's GPU state (replaced when its shares change) and
-        # its kubelet's device state (immutable, replaced when an allocation changes). A pod that
-        # touches neither (most pods on a GPU server) leaves the answer as it was.
-        gpus, devices_state = known.state, node.model.devices.state if node.model is not None else None
+        # its kubelet's device allocations and healthy devices (immutable maps, replaced when they
+        # change; the device manager's views are memoised on them too). A pod that touches neither
+        # (most pods on a GPU server) leaves the answer as it was.
+        gpus = known.state
+        held = node.model.devices.state if node.model is not None else None
+        devices_state = (held.allocations, held.healthy) if held is not None else None
         kept = self._row_facts.get(node.name)
-        if kept is not None and kept[0] is gpus and kept[1] is devices_state:
+        if kept is not None and kept[0] is gpus and _same(kept[1], devices_state):
             return kept[2]
         busy = known.busy
         whole = {}
@@ -579,6 +582,13 @@ class GPUShare:
         annotation = _device_allocated(allocation, tuple(after.devices[s.minor].memory for s in allocation.shares))
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
+
+
+def _same(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two tuples hold the very same objects (None only equals None)."""
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 @functools.lru_cache(maxsize=4096)
