@@ -194,6 +194,11 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
     nodes, each container's on container-scope nodes."""
     if not len(positions):
         return
+    if len(request.containers) == 1 and request.stacked_lists[0] == request.stacked_lists[1]:
+        # One container asks for all the pod asks: both scopes judge the same request, at once.
+        ok[positions] = _fits_one_zone(table, rows[positions], request, range(1), cpu_static[positions],
+                                       mem_static[positions], restricted=restricted)
+        return
     pod_scope = table.view("pod_scope")[rows[positions]]
     for part, which in ((positions[pod_scope], range(1)), (positions[~pod_scope], range(1, len(request.containers) + 1))):
         if len(part):
