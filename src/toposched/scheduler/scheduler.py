@@ -289,6 +289,7 @@ class Scheduler:
                 if not status.is_success:
                     verdict[pending] = self._reason_index(reason_of(status))
                     return verdict, total, raws
+            summed = None  # the weighted scores over ``pending``, written into ``total`` once
             for i, (_, weight) in enumerate(self.runner.scores):
                 key = self.runner.score_key(i, state, pod)
                 if key is not None:
@@ -298,8 +299,12 @@ class Scheduler:
                     scores = self.runner.score_rows(i, state, pod, at)
                 if i in raws:
                     raws[i][pending] = scores
+                elif summed is None:
+                    summed = weight * scores
                 else:
-                    total[pending] += weight * scores
+                    summed += weight * scores
+            if summed is not None:
+                total[pending] = summed
         return verdict, total, raws
 
     def _filter_codes(self, index: int, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:

@@ -86,7 +86,7 @@ class ScarcityScore:
 
     # ---- learning ------------------------------------------------------------------------------
 
-    def _observe(self, pod: Pod, cluster: Cluster | None) -> None:
+    def _observe(self, state: CycleState, pod: Pod) -> None:
         uid = pod.uid or pod.key
         if uid in self._seen:
             return
@@ -95,10 +95,10 @@ class ScarcityScore:
             self._seen.pop(next(iter(self._seen)))
         if pod.qos_class != GUARANTEED:
             return
-        request = aligned_request(CycleState(), pod).pod
+        request = aligned_request(state, pod).pod  # the cycle's, computed once
         if "cpu" not in request:
             return
-        if cluster is not None and self._alike(cluster):
+        if state.cluster is not None and self._alike(state.cluster):
             return  # every node offers the same: no capacity is rarer anywhere
         self._recent.append(tuple(sorted((r, v) for r, v in request.items() if "/" not in r)))
         self._since_epoch += 1
@@ -129,7 +129,7 @@ class ScarcityScore:
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Observe the placed pod (it reserves nothing)."""
-        self._observe(pod, state.cluster)
+        self._observe(state, pod)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeRecord) -> None:
@@ -137,7 +137,7 @@ class ScarcityScore:
 
     def post_filter(self, state: CycleState, pod: Pod, reasons: Mapping[str, int]) -> tuple[None, Status]:
         """Observe a pod no node could take (the demanding pods that wait are the ones to learn); nominates nothing."""
-        self._observe(pod, state.cluster)
+        self._observe(state, pod)
         return None, Status.unschedulable("", plugin=self.name)
 
     # ---- scoring -------------------------------------------------------------------------------
