@@ -235,3 +235,22 @@ def test_a_cluster_without_nodes_answers_unschedulable_for_every_profile():
     for name in ("toposched", "default"):
         decision = Scheduler(Cluster(), load_profile(name)).schedule(pod, 0.0)
         assert decision.node is None and not decision.status.is_success, name
+
+
+def test_a_pod_asking_for_zero_of_a_resource_leaves_after_others_did():
+    """Releasing pods prunes the resources their node no longer has requested; a pod whose request
+    names one at 0 (``hugepages-1Gi: 0``) must still leave cleanly afterwards, from the ledger and
+    from the kubelet replica, restoring the node's requests exactly."""
+    cluster = cluster_of("a")
+    sched = Scheduler(cluster, toposched_profile())
+    zero = Pod("zero", uid="zero", containers=(Container("c", limits={"cpu": 1000, "memory": GI, "hugepages-1Gi": 0}),))
+    other = guaranteed("other", 1)
+    for pod in (zero, other):
+        assert sched.schedule(pod, now=0.0).node == "a"
+        sched.bound(pod, now=0.0)
+    for pod in (other, zero):
+        cluster.forget(pod, 1.0)
+    record = cluster.nodes["a"]
+    assert record.requested == {}
+    assert not record.model.pods
+    assert sched.schedule(guaranteed("again", 2), now=2.0).node == "a"

@@ -360,8 +360,8 @@ class KubeletNode:
         self.devices.release(uid)
         self.topology_manager.remove_pod(uid)
         requests = known.effective_requests()
-        for resource, value in requests.items():
-            self._requested[resource] -= value
+        for resource, value in requests.items():  # a request of 0 may have been pruned by an earlier release
+            self._requested[resource] = self._requested.get(resource, 0) - value
         self._requested["pods"] -= 1
         self._requested = {k: v for k, v in self._requested.items() if v}
 

@@ -524,8 +524,8 @@ class Cluster:
                 record.model.unadmit(uid)  # never reached the kubelet: as if it had never been admitted
             else:
                 record.model.release(uid)
-        for resource, value in entry.pod.effective_requests().items():
-            record.requested[resource] -= value
+        for resource, value in entry.pod.effective_requests().items():  # a request of 0 may have been pruned
+            record.requested[resource] = record.requested.get(resource, 0) - value
         record.requested["pods"] -= 1
         record.requested = {k: v for k, v in record.requested.items() if v}
         self._changed(node)
