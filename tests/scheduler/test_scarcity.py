@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toposched
 from toposched.errors import InputError
@@ -113,3 +115,36 @@ def test_the_few_rows_form_equals_the_vector_form():
     for pod in (burstable("b", 3000), burstable("c", 14000), latency("x", 4, 1), latency("y", 2, 0)):
         vector = plugin.score_all(CycleState(), pod, sched.table, np.array(rows)).tolist()
         assert plugin.score_few(CycleState(), pod, sched.table, rows) == vector, pod.name
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 14), st.integers(0, 3), st.booleans()), min_size=5, max_size=40))
+def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
+    """The per-row counts ScarcityScore keeps (what each row's zones hold of each target shape, its
+    free CPU and memory, their quotients), brought up to date at the changed rows, equal the counts
+    computed over every row, as pods of random sizes come and go on 20 nodes of two kinds."""
+    c = Cluster()
+    for i in range(10):
+        c.set_node(NodeSpec(f"metal{i}", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB,
+                                                     "pods": 110}), machine=machine(2, 16, 8), kubelet_config=CONFIG)
+        c.set_node(NodeSpec(f"vm{i}", allocatable={"cpu": 16000, "memory": 128 * GiB, "pods": 110}),
+                   machine=machine(2, 8), kubelet_config=CONFIG)
+    sched = Scheduler(c, load_profile("toposched"))
+    plugin = next(p for p, _ in sched.profile.scores if p.name == "ScarcityScore")
+    placed = []
+    for i, (pinned, cpus, hugepages, release) in enumerate(steps):
+        pod = latency(f"p{i}", cpus, hugepages) if pinned else burstable(f"p{i}", cpus * 1000)
+        if sched.schedule(pod, now=i).node:
+            sched.bound(pod, now=i)
+            placed.append(pod)
+        if release and placed:
+            c.forget(placed.pop(0), float(i))
+        if not plugin._target:
+            continue
+        sched.table.refresh()
+        cols, needs = plugin._plan(sched.table)
+        kept = [a.copy() for a in plugin._held_all(sched.table, cols, needs)]
+        plugin._vector = None  # forget what is kept: every row is computed
+        fresh = plugin._held_all(sched.table, cols, needs)
+        for a, b in zip(kept, fresh):
+            assert np.array_equal(a, b)

@@ -27,8 +27,8 @@ class RowGPUs:
 
     Per GPU, in the node's device order: its memory, the compute and memory its shares use,
     whether the kubelet gave it whole (``busy``) and its free share in milli-GPU for the policies
-    (0 where busy). ``whole``: per device-plugin GPU resource the node serves, how many such GPUs the kubelet
-    could hand out and how many of those hold no shares.
+    (0 where busy). ``whole``: per device-plugin GPU resource the node serves, how many such GPUs
+    the kubelet could hand out and how many of those hold no shares.
     """
 
     model: str

@@ -266,7 +266,8 @@ class GPUShare:
         self.policy: Policy = make_policy(self.policy_name, seed=self.seed) if self.policy_name != "FGD" else None  # type: ignore[assignment]
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
         self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, GPURows] = weakref.WeakKeyDictionary()
-        self._row_facts: dict[str, tuple[NodeGPUState, Any, RowGPUs]] = {}  # node -> what its row was read from, and it
+        # node -> (the GPU state and kubelet device maps its row was read from, the row)
+        self._row_facts: dict[str, tuple[NodeGPUState, Any, RowGPUs]] = {}
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
