@@ -17,7 +17,8 @@ Every node is evaluated, every placement exact, only the public API is used.
 
     python benchmarks/realistic.py --nodes 5000 --pods 10000 [--cpu-time] [--json OUT.json]
 
-Prints pods/s, ms per decision (mean, p50, p99) overall and per class of pod, peak RSS, and
+Prints pods/s, ms per decision (mean, p50, p99) overall and per class of pod, the classes the
+slowest 1% of decisions belong to (what the p99 is made of), peak RSS, and
 where the time goes per phase (``--phases``: a second run with the plugins' methods, the
 replica's admission, the table refresh and the deletion wrapped with timers on the run's clock;
 a plugin's filter includes the per-node or few-rows calls it makes, which are also listed; the
@@ -34,7 +35,7 @@ import random
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -296,6 +297,9 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     for pod, ms in zip(arrivals, latencies):
         by_kind[kind(pod)].append(ms)
     ordered = sorted(latencies)
+    # Which classes of pod make the slowest 1% (what the p99 is made of).
+    slowest = sorted(range(len(latencies)), key=latencies.__getitem__)[-max(1, len(latencies) // 100):]
+    tail = Counter(kind(arrivals[i]) for i in slowest)
     figures: dict[str, Any] = {
         "nodes": n_nodes,
         "pods": pods,
@@ -308,6 +312,7 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
         "delete_mean_ms": statistics.fmean(delete_times),
         "by_kind": {k: {"pods": len(v), "mean_ms": statistics.fmean(v), "p99_ms": sorted(v)[min(len(v) - 1, int(0.99 * len(v)))]}
                     for k, v in sorted(by_kind.items())},
+        "slowest_1pct_by_kind": dict(tail.most_common()),
         "build_seconds": build_s,
         "prefill_seconds": fill_s,
         "seconds": elapsed,
@@ -354,6 +359,7 @@ def main() -> int:
           f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
     for name, row in figures["by_kind"].items():
         print(f"  {name:12s} {row['pods']:6d} pods  mean {row['mean_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms", flush=True)
+    print("  the slowest 1%: " + ", ".join(f"{n} {k}" for k, n in figures["slowest_1pct_by_kind"].items()), flush=True)
     if records is not None:
         figures["digest"] = digest(records)
         print(f"decisions digest {figures['digest']}", flush=True)
