@@ -345,9 +345,7 @@ class GPUShare:
             shared = self._gpus(state.cluster, node).shared
             clean = len(free - shared) if shared else len(free)
             if clean < count:
-                return Status.unschedulable(
-                    f"needs {count} {resource}; only {clean} of the {len(free)} GPUs the kubelet could hand out "
-                    f"hold no shares of other pods", plugin=self.name)
+                return Status.unschedulable(_held_back(count, resource, clean, len(free)), plugin=self.name)
         return Status.success()
 
     def filter_key(self, state: CycleState, pod: Pod) -> Any:
@@ -391,8 +389,7 @@ class GPUShare:
                 pairs = np.stack([clean[refused], free[refused]])
                 seen, which = np.unique(pairs, axis=1, return_inverse=True)
                 codes[refused] = len(texts) + which.reshape(-1)
-                texts += [f"needs {count} {resource}; only {c} of the {f} GPUs the kubelet could hand out "
-                          f"hold no shares of other pods" for c, f in seen.T.tolist()]
+                texts += [_held_back(count, resource, c, f) for c, f in seen.T.tolist()]
         else:
             fitting, candidates = gpus.fitting(request, rows)
             # Rows whose node is gone are left to the filters that say so.
@@ -423,23 +420,22 @@ class GPUShare:
         # change; the device manager's views are memoised on them too). A pod that touches neither
         # (most pods on a GPU server) leaves the answer as it was.
         gpus = known.state
-        held = node.model.devices.state if node.model is not None else None
-        devices_state = (held.allocations, held.healthy) if held is not None else None
+        manager = node.model.devices if node.model is not None else None
+        device_maps = (manager.state.allocations, manager.state.healthy) if manager is not None else None
         kept = self._row_facts.get(node.name)
-        if kept is not None and kept[0] is gpus and _same(kept[1], devices_state):
+        if kept is not None and kept[0] is gpus and _same(kept[1], device_maps):
             return kept[2]
         busy = known.busy
         whole = {}
-        if node.model is not None and node.inventory is not None:
-            devices = node.model.devices
+        if manager is not None:
             for resource in _gpu_resources(node.inventory):
-                if resource in devices.resources:
-                    free = devices.available(resource)
+                if resource in manager.resources:
+                    free = manager.available(resource)
                     whole[resource] = (len(free), len(free - known.shared))
         fact = RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                        gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
                        known.free if gpus.devices else (), whole)
-        self._row_facts[node.name] = (gpus, devices_state, fact)
+        self._row_facts[node.name] = (gpus, device_maps, fact)
         return fact
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
@@ -583,6 +579,11 @@ class GPUShare:
         annotation = _device_allocated(allocation, tuple(after.devices[s.minor].memory for s in allocation.shares))
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
+
+
+def _held_back(count: int, resource: str, clean: int, free: int) -> str:
+    """Why a whole-GPU pod is refused where too few of the GPUs its kubelet could hand out hold no shares."""
+    return f"needs {count} {resource}; only {clean} of the {free} GPUs the kubelet could hand out hold no shares of other pods"
 
 
 def _same(a: tuple | None, b: tuple | None) -> bool:
