@@ -75,7 +75,7 @@ class Scheduler:
     """One profile scheduling pods onto a :class:`Cluster`."""
 
     def __init__(self, cluster: Cluster, profile: Profile, *, max_exact_attempts: int = 64, cache_size: int = 512,
-                 few_rows: int = 24, seed: int | None = None) -> None:
+                 few_rows: int = 8, seed: int | None = None) -> None:
         self.cluster = cluster
         # Ties between equally scored nodes: the lowest row (seed None), else a draw among them
         # from random.Random(seed), as kube-scheduler's selectHost draws (see reseed).
