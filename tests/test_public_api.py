@@ -54,7 +54,7 @@ SIGNATURES = {
     ),
     "toposched.scheduler.Scheduler": (
         "(cluster: 'Cluster', profile: 'Profile', *, max_exact_attempts: 'int' = 64, cache_size: 'int' = 512, "
-        "few_rows: 'int' = 24, seed: 'int | None' = None) -> 'None'"
+        "few_rows: 'int' = 8, seed: 'int | None' = None) -> 'None'"
     ),
     "toposched.scheduler.Scheduler.schedule": "(self, pod: 'Pod', now: 'float') -> 'Decision'",
     "toposched.scheduler.Scheduler.bound": "(self, pod: 'Pod', now: 'float') -> 'None'",
