@@ -38,6 +38,7 @@ from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import ZONE_TYPE_NODE, NodeResourceTopology, nrt_from_machine
 from toposched.topology.nrt import numa_id_of_zone as numa_zone_id
 from toposched.workload import GUARANTEED, Container, Pod, add_resources
+from toposched.workload.pod import subtract_resources
 
 __all__ = ["Admission", "ContainerAllocation", "DevicePlugins", "KubeletNode"]
 
@@ -359,11 +360,8 @@ class KubeletNode:
             self.memory.release(uid)
         self.devices.release(uid)
         self.topology_manager.remove_pod(uid)
-        requests = known.effective_requests()
-        for resource, value in requests.items():  # a request of 0 may have been pruned by an earlier release
-            self._requested[resource] = self._requested.get(resource, 0) - value
         self._requested["pods"] -= 1
-        self._requested = {k: v for k, v in self._requested.items() if v}
+        self._requested = subtract_resources(self._requested, known.effective_requests())
 
     # ---- state snapshots -------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from toposched.scheduler.report_check import check_description_against_zones
 from toposched.topology import CPUSet, Machine
 from toposched.topology.nrt import NodeResourceTopology, machine_from_nrt, numa_zone_resources
 from toposched.workload import Pod, add_resources
+from toposched.workload.pod import subtract_resources
 
 __all__ = ["Cluster", "NodeRecord", "PodEntry", "kubelet_config_from_nrt", "placement_of"]
 
@@ -524,10 +525,8 @@ class Cluster:
                 record.model.unadmit(uid)  # never reached the kubelet: as if it had never been admitted
             else:
                 record.model.release(uid)
-        for resource, value in entry.pod.effective_requests().items():  # a request of 0 may have been pruned
-            record.requested[resource] = record.requested.get(resource, 0) - value
         record.requested["pods"] -= 1
-        record.requested = {k: v for k, v in record.requested.items() if v}
+        record.requested = subtract_resources(record.requested, entry.pod.effective_requests())
         self._changed(node)
 
     def replace_placement(self, pod: Pod, placement: Placement) -> None:

@@ -25,7 +25,8 @@ from toposched.inputs import (
 )
 from toposched.quantity import canonical_units, parse_quantity
 
-__all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "Container", "Pod", "Toleration", "add_resources", "max_resources"]
+__all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "Container", "Pod", "Toleration", "add_resources", "max_resources",
+           "subtract_resources"]
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
@@ -44,6 +45,15 @@ def add_resources(total: dict[str, int], extra: Mapping[str, int]) -> dict[str, 
     for name, value in extra.items():
         total[name] = total.get(name, 0) + value
     return total
+
+
+def subtract_resources(total: Mapping[str, int], extra: Mapping[str, int]) -> dict[str, int]:
+    """``total`` less ``extra``, without the resources that come to 0 (a resource ``total`` lacks counts 0:
+    a request of 0 may have been dropped from it already)."""
+    out = dict(total)
+    for name, value in extra.items():
+        out[name] = out.get(name, 0) - value
+    return {name: value for name, value in out.items() if value}
 
 
 def max_resources(total: dict[str, int], other: Mapping[str, int]) -> dict[str, int]:

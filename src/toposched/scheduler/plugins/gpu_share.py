@@ -267,7 +267,7 @@ class GPUShare:
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
         self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, GPURows] = weakref.WeakKeyDictionary()
         # node -> (the GPU state and kubelet device maps its row was read from, the row)
-        self._row_facts: dict[str, tuple[NodeGPUState, Any, RowGPUs]] = {}
+        self._row_facts: dict[str, tuple[tuple[Any, Any, Any], RowGPUs]] = {}
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -421,10 +421,10 @@ class GPUShare:
         # (most pods on a GPU server) leaves the answer as it was.
         gpus = known.state
         manager = node.model.devices if node.model is not None else None
-        device_maps = (manager.state.allocations, manager.state.healthy) if manager is not None else None
+        sources = (gpus, manager.state.allocations, manager.state.healthy) if manager is not None else (gpus, None, None)
         kept = self._row_facts.get(node.name)
-        if kept is not None and kept[0] is gpus and _same(kept[1], device_maps):
-            return kept[2]
+        if kept is not None and all(a is b for a, b in zip(kept[0], sources)):
+            return kept[1]
         busy = known.busy
         whole = {}
         if manager is not None:
@@ -435,7 +435,7 @@ class GPUShare:
         fact = RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                        gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
                        known.free if gpus.devices else (), whole)
-        self._row_facts[node.name] = (gpus, device_maps, fact)
+        self._row_facts[node.name] = (sources, fact)
         return fact
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
@@ -584,13 +584,6 @@ class GPUShare:
 def _held_back(count: int, resource: str, clean: int, free: int) -> str:
     """Why a whole-GPU pod is refused where too few of the GPUs its kubelet could hand out hold no shares."""
     return f"needs {count} {resource}; only {clean} of the {free} GPUs the kubelet could hand out hold no shares of other pods"
-
-
-def _same(a: tuple | None, b: tuple | None) -> bool:
-    """Whether two tuples hold the very same objects (None only equals None)."""
-    if a is None or b is None:
-        return a is b
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 @functools.lru_cache(maxsize=4096)
