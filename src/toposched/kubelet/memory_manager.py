@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
-from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
+from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of, numa_set
 from toposched.kubelet.memory_state import (
     Block,
     MachineState,
@@ -170,26 +170,19 @@ def validate_reserved_memory(
             )
 
 
-def _narrower(a: frozenset[int], b: frozenset[int]) -> bool:
-    # bitmask.IsNarrowerThan: fewer nodes, or as many with a smaller mask value.
-    if len(a) == len(b):
-        return mask_of(a) < mask_of(b)
-    return len(a) < len(b)
-
-
-def _better(hint: TopologyHint, best: TopologyHint) -> bool:
-    if hint.preferred != best.preferred:
-        return hint.preferred
-    return _narrower(hint.numa_nodes or frozenset(), best.numa_nodes or frozenset())
-
-
-def _find_best_hint(hints: list[TopologyHint]) -> TopologyHint:
-    """Upstream ``findBestHint``: preferred first, then the narrowest NUMA set, first one on ties."""
-    best: TopologyHint | None = None
-    for hint in hints:
-        if best is None or _better(hint, best):
-            best = hint
-    return best if best is not None else TopologyHint(None, False)
+def _find_best_mask(hints: list[MaskHint]) -> TopologyHint:
+    """Upstream ``findBestHint`` over ``(mask, preferred)`` pairs: preferred first, then the narrowest
+    NUMA set (fewer nodes, or as many with a smaller mask value), the first one on ties."""
+    best: MaskHint | None = None
+    for mask, preferred in hints:
+        if best is None:
+            best = (mask, preferred)
+        elif preferred != best[1]:
+            if preferred:
+                best = (mask, preferred)
+        elif (mask.bit_count(), mask) < (best[0].bit_count(), best[0]):  # bitmask.IsNarrowerThan
+            best = (mask, preferred)
+    return TopologyHint(numa_set(best[0]), best[1]) if best is not None else TopologyHint(None, False)
 
 
 def _table(state: MachineState, node: int, resource: str) -> MemoryTable | None:
@@ -773,24 +766,24 @@ class StaticMemoryPolicy:
     # ---- allocation --------------------------------------------------------------------------
 
     def _default_hint(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]) -> TopologyHint:
-        hints = self._calculate_hints(state, pod_uid, requested)
+        # On int masks (the same hints in the same order as _calculate_hints): a 16-NUMA machine has
+        # 65,535 sets, too many to visit as frozensets on every allocation without an affinity.
+        hints = self._calculate_masks(state, pod_uid, requested, False)
         if not hints:
             raise MemoryManagerError(
                 "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
             )
-        return _find_best_hint(hints.get(_MEMORY, []))
+        return _find_best_mask(hints.get(_MEMORY, []))
 
     def _extended_hint(
         self, state: MachineState, pod_uid: str, requested: Mapping[str, int], nodes: frozenset[int]
     ) -> TopologyHint:
-        candidates = [
-            h
-            for h in self._calculate_hints(state, pod_uid, requested).get(_MEMORY, [])
-            if nodes <= (h.numa_nodes or frozenset())
-        ]
+        need = mask_of(nodes)
+        candidates = [h for h in self._calculate_masks(state, pod_uid, requested, False).get(_MEMORY, [])
+                      if h[0] & need == need]
         if not candidates:
             raise MemoryManagerError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
-        return _find_best_hint(candidates)
+        return _find_best_mask(candidates)
 
     def _check_hint(self, hint: TopologyHint) -> None:
         if hint.numa_nodes is None:
