@@ -7,7 +7,8 @@ pods and stale reports — and random pods (with node selectors and tolerations)
 * the :class:`NodeTable` mirrors the cluster: per row, the allocatable and requested columns
   are the node's, the zone columns are ``Cluster.zone_available``;
 * NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit give, row by row, the
-  per-node filter's verdict, whatever rows they are asked about;
+  per-node filter's verdict, whatever rows they are asked about, also after nodes' labels and
+  taints change and nodes leave and join;
 * NUMAAlignment's vector form is a necessary condition: every node its exact per-node filter
   passes, the vector filter passes too;
 * NUMAScore's and NodeResourcesFit's (every strategy) vector scores are the per-node scores, and
@@ -227,6 +228,75 @@ def test_vector_filters_and_scores_are_the_per_node_ones(description: ClusterDes
         decision = scheduler.schedule(pod, now=10.0 + i)
         if decision.node is not None and data.draw(st.booleans(), label="bind"):
             scheduler.bound(pod, now=10.0 + i)
+
+
+LABEL_VALUES = {"zone": ("a", "b"), "rack": ("r1", "r2", "r3")}
+
+
+@st.composite
+def node_labels(draw: st.DrawFn) -> dict[str, str]:
+    return {key: draw(st.sampled_from(values)) for key, values in LABEL_VALUES.items() if draw(st.booleans())}
+
+
+@st.composite
+def node_taints(draw: st.DrawFn) -> tuple[Taint, ...]:
+    keys = draw(st.lists(st.sampled_from(("dedicated", "gpu")), max_size=2, unique=True))
+    return tuple(Taint(key, draw(st.sampled_from(("x", "y"))), draw(st.sampled_from(TAINT_EFFECTS))) for key in keys)
+
+
+@st.composite
+def selector_pods(draw: st.DrawFn, name: str) -> Pod:
+    selector = {key: draw(st.sampled_from((*values, "nowhere"))) for key, values in LABEL_VALUES.items() if draw(st.booleans())}
+    tolerations = tuple(draw(st.lists(st.sampled_from((
+        Toleration("dedicated", "Exists"),
+        Toleration("gpu", "Equal", "x", "NoSchedule"),
+        Toleration("gpu", "Equal", "y"),
+        Toleration(operator="Exists"),
+    )), max_size=2)))
+    return Pod(name, uid=name, node_selector=selector, tolerations=tolerations)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_label_and_taint_filters_follow_nodes_that_change(data: st.DataObject) -> None:
+    """The label columns and taint classes the table keeps are rewritten when a node's labels or
+    taints change, when it leaves and when nodes join: the batch and few-rows filters give the
+    per-node verdict after every change (a row whose node left passes TaintToleration, and
+    NodeAffinity only for a pod without a selector, as before any index existed)."""
+    cluster = Cluster()
+    count = data.draw(st.integers(1, 6), label="nodes")
+    for i in range(count):
+        cluster.set_node(NodeSpec(f"n{i}", allocatable={"cpu": 4000, "memory": 8 * GI},
+                                  labels=data.draw(node_labels()), taints=data.draw(node_taints())))
+    scheduler = Scheduler(cluster, profile())
+    filters = [registry.create("TaintToleration"), registry.create("NodeAffinity")]
+    for step in range(8):
+        table = scheduler.table
+        table.refresh()
+        rows = np.arange(table.size)
+        for k in range(2):
+            pod = data.draw(selector_pods(f"p{step}-{k}"), label="pod")
+            state = cycle_state(cluster, scheduler, pod)
+            for plugin in filters:
+                gone = plugin.name == "TaintToleration" or not pod.node_selector
+                expected = [plugin.filter(state, pod, cluster.nodes[name]).is_success if name in cluster.nodes
+                            else gone for name in table.names]
+                mask, _ = plugin.filter_all(state, pod, table, rows)
+                assert list(mask) == expected, (plugin.name, pod, step)
+                few = plugin.filter_few(state, pod, table, rows.tolist())
+                assert [reason is None for reason in few] == expected, (plugin.name, pod, step)
+        action = data.draw(st.sampled_from(("relabel", "retaint", "remove", "add")), label="action")
+        names = sorted(cluster.nodes)
+        if action == "add" or not names:
+            cluster.set_node(NodeSpec(f"n{count}", allocatable={"cpu": 4000, "memory": 8 * GI},
+                                      labels=data.draw(node_labels()), taints=data.draw(node_taints())))
+            count += 1
+        elif action == "remove":
+            cluster.remove_node(data.draw(st.sampled_from(names), label="removed"))
+        else:
+            spec = cluster.nodes[data.draw(st.sampled_from(names), label="changed")].spec
+            change = {"labels": data.draw(node_labels())} if action == "relabel" else {"taints": data.draw(node_taints())}
+            cluster.set_node(dataclasses.replace(spec, **change))
 
 
 def fit_score(plugin: object, pod: Pod, cluster: Cluster, name: str) -> int:

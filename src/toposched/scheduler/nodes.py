@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -19,7 +19,7 @@ from toposched.inputs import (
 from toposched.quantity import canonical_units, parse_quantity
 from toposched.workload import Pod
 
-__all__ = ["NodeSpec", "Taint", "untolerated_taint"]
+__all__ = ["NodeSpec", "Taint", "untolerated_among", "untolerated_taint"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -130,7 +130,12 @@ def _plain(value: Any) -> Any:
 
 def untolerated_taint(node: NodeSpec, pod: Pod) -> Taint | None:
     """The first NoSchedule/NoExecute taint of the node that the pod does not tolerate, if any."""
-    for taint in node.taints:
+    return untolerated_among(node.taints, pod)
+
+
+def untolerated_among(taints: Iterable[Taint], pod: Pod) -> Taint | None:
+    """The first NoSchedule/NoExecute taint of ``taints`` that the pod does not tolerate, if any."""
+    for taint in taints:
         if taint.effect == "PreferNoSchedule":
             continue
         if not any(t.tolerates(taint.key, taint.value, taint.effect) for t in pod.tolerations):

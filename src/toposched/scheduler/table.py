@@ -17,11 +17,13 @@ capacity.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from toposched.scheduler.cluster import Cluster, NodeRecord
+from toposched.scheduler.nodes import NodeSpec, Taint
 
 __all__ = ["POLICY_CODES", "NodeTable", "RowValues"]
 
@@ -88,7 +90,16 @@ class NodeTable:
         self._changes_dropped = 0
         self._since_at = -1  # the stamp _since's answers are for
         self._since: dict[int, np.ndarray] = {}  # stamp -> changed_since(stamp), as of _since_at
-        self.tainted: set[int] = set()  # rows of nodes with NoSchedule/NoExecute taints
+        # Per row, which of the distinct NoSchedule/NoExecute taint sets its node has (0: none), so a
+        # pod's tolerations are judged once per set, not once per tainted node.
+        self._taint_class = np.zeros(0, dtype=np.int32)
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
+        # Labels: per label key a pod's nodeSelector asked about, each row's value as an id (-1:
+        # no such label), kept in step when a node's labels change (selectors compare whole arrays).
+        self._specs: dict[int, NodeSpec] = {}  # row -> the node spec its taint class and labels were written from
+        self._label_columns: dict[str, np.ndarray] = {}
+        self._label_ids: dict[str, dict[str, int]] = {}
         self._values: dict[int, RowValues] = {}  # row_values() of rows unchanged since they were read
         # Per row, what its columns were last written from: (allocatable objects, requests,
         # zones); a refresh rewrites only the parts whose source differs.
@@ -306,9 +317,11 @@ class NodeTable:
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
         for name in ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy", "_pod_scope",
-                     "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live"):
+                     "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(old.shape[:-1] + (extra,), old.dtype)], axis=-1))
+        for key, column in self._label_columns.items():
+            self._label_columns[key] = np.concatenate([column, np.full(extra, -1, dtype=column.dtype)])
         self._capacity = capacity
         self._views.clear()
 
@@ -322,17 +335,15 @@ class NodeTable:
                 self._sources.pop(row, None)
                 self._live_count -= bool(self._live[row])
                 self._live[row] = self._schedulable[row] = False
-                self.tainted.discard(row)
+                self._index_spec(row, None)
             return
         row = self._row(name)
         self._changes.append(row)
         self._values.pop(row, None)
         self._live_count += not self._live[row]
         self._live[row] = True
-        if any(t.effect != "PreferNoSchedule" for t in record.spec.taints):
-            self.tainted.add(row)
-        else:
-            self.tainted.discard(row)
+        if self._specs.get(row) is not record.spec:
+            self._index_spec(row, record.spec)
         model = record.model
         # Only what changed is rewritten (a pod's reservation changes its node's requests, and
         # its zones only when it pins something). Adding a column forgets every row's sources.
@@ -361,6 +372,49 @@ class NodeTable:
         self._pod_scope[row] = record.scope == "pod"
         self._cpu_static[row] = model.cpu is not None
         self._mem_static[row] = model.memory is not None
+
+    # ---- labels ----------------------------------------------------------------------------------
+
+    def labels_match(self, selector: Mapping[str, str]) -> np.ndarray:
+        """Per row, whether its node's labels hold every ``key: value`` of ``selector`` (a dead row's
+        do not); current as of the last :meth:`refresh`."""
+        ok = np.ones(self.size, dtype=bool)
+        for key, value in selector.items():
+            column = self._label_columns.get(key)
+            if column is None:
+                column = self._label_columns[key] = np.full(self._capacity, -1, dtype=np.int32)
+                ids = self._label_ids.setdefault(key, {})
+                for row, spec in self._specs.items():
+                    if key in spec.labels:
+                        column[row] = ids.setdefault(spec.labels[key], len(ids))
+            wanted = self._label_ids[key].get(value)
+            if wanted is None:
+                return np.zeros(self.size, dtype=bool)
+            ok &= column[: self.size] == wanted
+        return ok
+
+    def _index_spec(self, row: int, spec: NodeSpec | None) -> None:
+        """Write ``row``'s taint class and its value of every label key asked about so far (None: the node is gone)."""
+        labels: Mapping[str, str] = {}
+        if spec is None:
+            self._specs.pop(row, None)
+            self._taint_class[row] = 0
+        else:
+            self._specs[row] = spec
+            labels = spec.labels
+            taints = tuple(t for t in spec.taints if t.effect != "PreferNoSchedule")
+            taint_class = self._taint_ids.get(taints)
+            if taint_class is None:
+                taint_class = self._taint_ids[taints] = len(self.taint_sets)
+                self.taint_sets.append(taints)
+            self._taint_class[row] = taint_class
+        for key, column in self._label_columns.items():
+            value = labels.get(key)
+            if value is None:
+                column[row] = -1
+            else:
+                ids = self._label_ids[key]
+                column[row] = ids.setdefault(value, len(ids))
 
     def _write_allocatable(self, row: int, record: NodeRecord) -> None:
         model = record.model

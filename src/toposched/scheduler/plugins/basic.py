@@ -17,7 +17,7 @@ import numpy as np
 from toposched.errors import InputError
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
-from toposched.scheduler.nodes import untolerated_taint
+from toposched.scheduler.nodes import untolerated_among, untolerated_taint
 from toposched.scheduler.status import Refusal, Status
 from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
 from toposched.workload import Pod
@@ -79,20 +79,24 @@ class TaintToleration:
         return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}", plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        ok = np.ones(table.size, dtype=bool)
-        for row in table.tainted:
-            ok[row] = self._tolerated(pod, table, row)
-        return ok[rows], self.refusal
+        """Judged once per distinct set of taints among the nodes (:attr:`NodeTable.taint_sets`), not per node."""
+        if len(table.taint_sets) == 1:  # no node has ever had a taint that filters
+            return np.ones(len(rows), dtype=bool), self.refusal
+        return self._tolerated(pod, table)[table.pick(table.view("taint_class"), rows)], self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
-        tainted = table.tainted
-        return [None if row not in tainted or self._tolerated(pod, table, row) else self.refusal for row in rows]
+        classes = table.view("taint_class")
+        if len(table.taint_sets) == 1 or not classes[rows].any():
+            return [None] * len(rows)
+        tolerated = self._tolerated(pod, table)
+        return [None if tolerated[classes[row]] else self.refusal for row in rows]
 
     @staticmethod
-    def _tolerated(pod: Pod, table: NodeTable, row: int) -> bool:
-        record = table.cluster.nodes.get(table.names[row])
-        return record is None or untolerated_taint(record.spec, pod) is None
+    def _tolerated(pod: Pod, table: NodeTable) -> np.ndarray:
+        """Per taint set of the table, whether the pod tolerates every taint in it."""
+        sets = table.taint_sets
+        return np.fromiter((untolerated_among(taints, pod) is None for taints in sets), dtype=bool, count=len(sets))
 
 
 @registry.register
@@ -112,12 +116,10 @@ class NodeAffinity:
         return Status.unresolvable(self.reason, plugin=self.name)
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
+        """Compares whole label columns (:meth:`NodeTable.labels_match`), no pass over the nodes."""
         if not pod.node_selector:
             return np.ones(len(rows), dtype=bool), self.refusal
-        ok = np.zeros(len(rows), dtype=bool)
-        for i, row in enumerate(rows):
-            ok[i] = self._matches(pod, table, row)
-        return ok, self.refusal
+        return table.pick(table.labels_match(pod.node_selector), rows), self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""
