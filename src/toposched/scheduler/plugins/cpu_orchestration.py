@@ -56,7 +56,7 @@ from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
 from toposched.scheduler.cluster import Cluster, NodeRecord
-from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, StateKey, registry
+from toposched.scheduler.framework import PLACEMENT_OVERRIDE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.intent import (
     FULL_PCPUS,
     KOORDINATOR_RESOURCE_SPEC,
@@ -123,6 +123,7 @@ REASON_NOT_ENOUGH = "not enough cpus available to satisfy request"
 REASON_FAILED = "failed to allocate cpus"
 REASON_INSUFFICIENT = "insufficient CPUs to satisfy required cpu bind policy"
 
+_FEW_FLAGGED = 2  # up to this many flagged rows, a pod without a bind policy is judged node by node (filter_all)
 _UNIT = {FULL_PCPUS: "free whole cores", SPREAD_BY_PCPUS: "free physical cores"}
 
 
@@ -980,7 +981,17 @@ class CPUOrchestration:
         if intent.cpu_bind_policy or self.default_policy:
             return self._filter_every_row(request, table, rows)
         positions = self._flagged(table.cluster).positions(table, rows)
-        return ok, filter_rows(self, state, pod, table, rows, positions, ok)
+        if len(positions) <= _FEW_FLAGGED:
+            return ok, filter_rows(self, state, pod, table, rows, positions, ok)
+        # Many nodes force a policy (kubelets with full-pcpus-only): judged as arrays, not node by node
+        # (0.15 ms a node in Python: 10 ms a Guaranteed pod with 70 such nodes left after the others).
+        flagged_ok, flagged_reasons = self._filter_every_row(request, table, rows[positions])
+        ok[positions] = flagged_ok
+        if not isinstance(flagged_reasons, RowReasons):
+            return ok, ""
+        codes = np.zeros(len(rows), dtype=np.int64)
+        codes[positions] = flagged_reasons.codes
+        return ok, RowReasons(codes, flagged_reasons.texts)
 
     def _filter_every_row(self, request: _Request, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """:meth:`filter` on every row as array arithmetic: one verdict per class of nodes, and the free-CPU
