@@ -128,6 +128,32 @@ def test_edge_cases(providers):
     _same([0, 1, 2], {a: {b: 10 if a == b else 20 for b in range(3)} for a in range(3)}, providers)
 
 
+def _hints(*masks):
+    return [TopologyHint(frozenset(m), False) for m in masks]
+
+
+@pytest.mark.parametrize(
+    ("providers", "merged"),
+    [
+        # {0, 1} is in no list, but {0, 1, 2} & {0, 1, 3} from two lists is exactly it.
+        ([{"cpu": _hints({2, 3}, {0, 1, 2})}, {"gpu": _hints({2, 3}, {0, 1, 3})}], {0, 1}),
+        # One list offers {0, 1} plus 2 and plus 3, but it gives only one mask: {0, 1} is out of reach.
+        ([{"cpu": _hints({2, 3}, {0, 1, 2}, {0, 1, 3})}, {"gpu": _hints({2, 3}, {0, 1, 2, 3})}], {2, 3}),
+        # Two lists offer {0, 1} plus the same node: their AND keeps it.
+        ([{"cpu": _hints({2, 3}, {0, 1, 2})}, {"gpu": _hints({2, 3}, {0, 1, 2})}], {2, 3}),
+        # A list offering f itself decides once every other list holds a mask containing f.
+        ([{"cpu": _hints({0, 1}, {2, 3})}, {"gpu": _hints({0, 1, 2}, {0, 3})}], {0, 1}),
+        ([{"cpu": _hints({0, 1}, {2, 3})}, {"gpu": _hints({0, 2}, {1, 2, 3})}], {2, 3}),
+    ],
+    ids=["two lists one node apart", "one list two near misses", "two lists the same node apart", "f offered", "f offered, no superset elsewhere"],
+)
+def test_target_width_candidates_settled_without_scanning(providers, merged):
+    # The shortcuts of _exactly_reachable (set lookups instead of scanning the lists): each case
+    # is decided at the target width (2), where a wrong shortcut would pick another mask.
+    _same([0, 1, 2, 3], None, providers)
+    assert fast_merge_hints("best-effort", [0, 1, 2, 3], providers)[0] == TopologyHint(frozenset(merged), False)
+
+
 def test_validates_like_the_exhaustive_merge():
     with pytest.raises(InputError, match='unknown policy: "bogus"'):
         fast_merge_hints("bogus", [0], [])

@@ -169,29 +169,50 @@ def _reachable_masks(survivors: int, reduced: list[set[int]]) -> set[int]:
     return partial
 
 
-def _exactly_reachable(f: int, indexes: list[dict[int, list[int]]]) -> bool:
-    """Whether one mask per list can AND to exactly ``f``.
+def _exactly_reachable(f: int, reduced: list[set[int]], outside: list[int], survivors: int,
+                       indexes: dict[int, dict[int, list[int]]]) -> bool:
+    """Whether one mask per list can AND to exactly ``f`` (``outside``: the surviving nodes not in
+    ``f``, as one-bit masks; ``indexes``: lists' masks by node, each built on first need).
 
     Only masks containing ``f`` can take part; what they hold beyond ``f`` (their residue) must
-    AND to nothing. Done as soon as a list offers ``f`` itself or the residues reach empty.
+    AND to nothing. Two shortcuts settle most candidates by set lookups, without scanning a list
+    (a 16-NUMA machine offers up to 65,535 masks per list): once every list has a mask containing
+    ``f``, it is reachable when some list offers ``f`` itself, or two lists offer ``f`` plus one
+    node each, not the same node. Otherwise the residues are built and ANDed.
     """
     anchor = f & -f
-    outside = ~f
-    residues = []
-    for index in indexes:
-        res = {m & outside for m in index.get(anchor, ()) if m & f == f}
-        if not res:
-            return False
-        residues.append(res)
-    if any(0 in res for res in residues):
+    exact = False
+    plus_one: set[int] = set()  # the nodes x some list offers as f | x
+    lists_plus_one = 0
+    for i, masks in enumerate(reduced):
+        if f in masks:
+            exact = True
+            continue
+        found = [x for x in outside if f | x in masks]
+        if found:
+            plus_one.update(found)
+            lists_plus_one += 1
+        elif survivors not in masks and not any(m & f == f for m in _bucket(i, anchor, reduced, indexes)):
+            return False  # no mask of this list contains f (every mask holds at most the survivors)
+    if exact or (lists_plus_one >= 2 and len(plus_one) >= 2):
         return True
-    residues.sort(key=len)
+    not_f = ~f
+    residues = sorted(({m & not_f for m in _bucket(i, anchor, reduced, indexes) if m & f == f} for i in range(len(reduced))),
+                      key=len)
     partial = residues[0]
     for res in residues[1:]:
         partial = _and_step(partial, res)
         if 0 in partial:
             return True
     return False
+
+
+def _bucket(i: int, node: int, reduced: list[set[int]], indexes: dict[int, dict[int, list[int]]]) -> list[int]:
+    """The masks of list ``i`` that contain ``node`` (a one-bit mask), through its index built once."""
+    index = indexes.get(i)
+    if index is None:
+        index = indexes[i] = _index(reduced[i])
+    return index.get(node, [])
 
 
 def _reachable_at_width(survivors: int, reduced: list[set[int]], width: int) -> list[int] | None:
@@ -203,11 +224,11 @@ def _reachable_at_width(survivors: int, reduced: list[set[int]], width: int) -> 
     nodes = [1 << i for i in range(survivors.bit_length()) if survivors >> i & 1]
     if width > len(nodes) or comb(len(nodes), width) > _CANDIDATE_BUDGET:
         return None
-    indexes = [_index(masks) for masks in reduced]
+    indexes: dict[int, dict[int, list[int]]] = {}  # per list, built by the first candidate that needs it
     found = []
     for combo in combinations(nodes, width):
         f = sum(combo)
-        if _exactly_reachable(f, indexes):
+        if _exactly_reachable(f, reduced, [n for n in nodes if not n & f], survivors, indexes):
             found.append(f)
     return found
 
