@@ -15,7 +15,21 @@ Burstable and BestEffort; some with init containers and sidecars, some with anno
 (NUMA policy, CPU binding, unrelated ones); ~8% GPU pods (whole GPUs with HCAs, or a GPU share).
 Every node is evaluated, every placement exact, only the public API is used.
 
-    python benchmarks/realistic.py --nodes 5000 --pods 10000 [--cpu-time] [--json OUT.json]
+``--mix wide`` is the same loop on a cluster and pods drawn differently, as a held-out benchmark
+would draw them (what a user's cluster has that the default mix lacks):
+
+- hardware of nine shapes: 1, 2, 3, 4, 6, 8 and 16 NUMA nodes, with and without SMT, one or two
+  sockets, 1 GiB and 2 MiB hugepages or none, and the simulator's ``intel-snc``, ``epyc-8numa``
+  and ``vm-2numa`` profiles; 10% GPU servers, tainted ``nvidia.com/gpu=present:NoSchedule`` as GPU
+  pools are (their pods tolerate it), and 5% of the other nodes tainted for a dedicated team;
+- kubelets with CPU manager options (``full-pcpus-only``, ``distribute-cpus-across-numa``,
+  ``align-by-socket`` where upstream allows it) and Topology Manager options
+  (``prefer-closest-numa-nodes``; ``max-allowable-numa-nodes`` on the 16-NUMA machines);
+- pods: Guaranteed ones of up to three containers, some with 2 MiB or 1 GiB hugepages or
+  ephemeral storage; init containers as large as the app; 10% with a nodeSelector on the nodes'
+  zone label; bind and NUMA policy annotations; Burstable pods with CPU limits.
+
+    python benchmarks/realistic.py --nodes 5000 --pods 10000 [--mix wide] [--cpu-time] [--json OUT.json]
 
 Prints pods/s, ms per decision (mean, p50, p99) overall and per class of pod, the classes the
 slowest 1% of decisions belong to (what the p99 is made of), peak RSS, and
@@ -43,10 +57,10 @@ from _common import callgrind_instrument, peak_rss_mib, write_json
 
 from toposched.kube.ops import freeze_heap
 from toposched.kubelet import KubeletConfig
-from toposched.scheduler import Cluster, NodeSpec, Scheduler
+from toposched.scheduler import Cluster, NodeSpec, Scheduler, Taint
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine, NUMANode
-from toposched.workload import Container, Pod
+from toposched.workload import Container, Pod, Toleration
 
 GI = 2**30
 MI = 2**20
@@ -106,6 +120,134 @@ def build_cluster(n_nodes: int, seed: int, gpu_share: float = 0.1) -> Cluster:
     return cluster
 
 
+WIDE_SHAPES = (  # numa, cores per NUMA node, threads per core, sockets, GiB and 1 GiB / 2 MiB pages per NUMA node
+    (2, 12, 2, 2, 96, 0, 1024), (4, 8, 1, 2, 64, 4, 0), (6, 10, 2, 2, 80, 0, 0), (3, 16, 2, 1, 60, 2, 512),
+    (8, 8, 2, 2, 48, 8, 0), (1, 48, 2, 1, 384, 0, 0),
+)
+WIDE_PROFILES = ("intel-snc", "epyc-8numa", "vm-2numa")
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+TEAM_TAINT = Taint("dedicated", "batch", "NoSchedule")
+ZONES = ("a", "b", "c")
+
+
+def wide_machine(numa: int, cores: int, threads: int, sockets: int, gib: int, pages_1g: int, pages_2m: int) -> Machine:
+    """``numa`` NUMA nodes of ``cores`` cores with ``threads`` threads each, on ``sockets`` sockets."""
+    total = cores * numa
+    per_socket = total // sockets
+    rows = [{"cpu": c + t * total, "core": c, "socket": c // per_socket, "numa": c // cores}
+            for t in range(threads) for c in range(total)]
+    per_socket_numa = max(1, numa // sockets)
+    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (11 if a // per_socket_numa == b // per_socket_numa else 21)
+                                                       for b in range(numa)} for a in range(numa)})
+    pages = {size: count for size, count in ((GI, pages_1g), (2 * MI, pages_2m)) if count}
+    return Machine(base.cpus, tuple(NUMANode(n.id, n.cpus, gib * GI, pages, n.distances) for n in base.numa_nodes))
+
+
+def wide_kubelet_config(machine: Machine, rnd: random.Random) -> KubeletConfig:
+    """A random kubelet configuration upstream accepts, with CPU manager and Topology Manager options."""
+    numa, sockets = len(machine.numa_nodes), len({c.socket_id for c in machine.cpus})
+    topology = rnd.choice(POLICIES)
+    cpu = rnd.choice(("static", "static", "none"))
+    cpu_options: dict[str, str] = {}
+    if cpu == "static":
+        if rnd.random() < 0.25:
+            cpu_options["full-pcpus-only"] = "true"
+        if rnd.random() < 0.2:
+            cpu_options["distribute-cpus-across-numa"] = "true"
+        if rnd.random() < 0.1 and topology != "single-numa-node" and sockets <= numa:
+            cpu_options["align-by-socket"] = "true"
+    topology_options = {"prefer-closest-numa-nodes": "true"} if rnd.random() < 0.3 else {}
+    if numa > 8:
+        topology_options["max-allowable-numa-nodes"] = str(numa)
+    memory = rnd.choice(("Static", "None"))
+    cpus = len(machine.cpus)
+    return KubeletConfig(
+        topology_manager_policy=topology, topology_manager_scope=rnd.choice(("container", "container", "pod")),
+        topology_manager_options=topology_options, cpu_manager_policy=cpu, cpu_manager_options=cpu_options,
+        reserved_system_cpus=CPUSet([0, cpus // 2]) if cpu == "static" else None,
+        kube_reserved={"memory": GI}, system_reserved={"memory": GI}, memory_manager_policy=memory,
+        reserved_memory={0: {"memory": 2 * GI + 100 * MI}} if memory == "Static" else {})
+
+
+def build_cluster_wide(n_nodes: int, seed: int) -> Cluster:
+    """``--mix wide``'s cluster (module notes): ``n_nodes`` nodes drawn from ``seed``."""
+    from toposched.sim.hardware import load_hardware_profile as hardware_profile
+
+    rnd = random.Random(seed)
+    gpu = hardware_profile("gpu-8x")
+    gpu_plugins = {r: list(d) for r, d in (gpu.device_plugins or {}).items()}
+    profiles = {name: hardware_profile(name) for name in WIDE_PROFILES}
+    machines = [wide_machine(*shape) for shape in WIDE_SHAPES]
+    sixteen = wide_machine(16, 4, 2, 2, 32, 1, 256)
+    cluster = Cluster()
+    for i in range(n_nodes):
+        name = f"node-{i:05d}"
+        labels = {"topology.kubernetes.io/zone": rnd.choice(ZONES)}
+        roll = rnd.random()
+        if roll < 0.1:
+            cluster.set_node(NodeSpec(name, labels={**labels, "toposched.io/device-enforcement": "kubelet"}, taints=(GPU_TAINT,)),
+                             machine=gpu.machine, kubelet_config=gpu.kubelet, device_plugins=gpu_plugins)
+            continue
+        taints = (TEAM_TAINT,) if rnd.random() < 0.05 else ()
+        if roll < 0.3:
+            hardware = profiles[rnd.choice(WIDE_PROFILES)]
+            cluster.set_node(NodeSpec(name, labels=labels, taints=taints), machine=hardware.machine, kubelet_config=hardware.kubelet)
+            continue
+        machine = sixteen if roll < 0.32 else rnd.choice(machines)
+        cluster.set_node(NodeSpec(name, labels=labels, taints=taints), machine=machine,
+                         kubelet_config=wide_kubelet_config(machine, rnd))
+    return cluster
+
+
+def make_pod_wide(i: int, rnd: random.Random) -> Pod:
+    """One pod of ``--mix wide`` (module notes), its sizes drawn fresh."""
+    name, uid = f"pod-{i:06d}", f"uid-{i:06d}"
+    annotations: dict[str, str] = {}
+    init: list[Container] = []
+    tolerations: tuple[Toleration, ...] = ()
+    selector = {"topology.kubernetes.io/zone": rnd.choice(ZONES)} if rnd.random() < 0.1 else {}
+    roll = rnd.random()
+    if roll < 0.06:  # whole GPUs
+        gpus = rnd.choice([1, 2, 4, 8])
+        limits = {"cpu": gpus * rnd.randrange(1, 16) * 1000, "memory": gpus * rnd.randrange(1, 40) * GI, "nvidia.com/gpu": gpus}
+        if rnd.random() < 0.5:
+            limits["rdma/hca"] = 1
+        containers = [Container("train", limits=limits)]
+        tolerations = (Toleration("nvidia.com/gpu", "Exists"),)
+    elif roll < 0.1:  # GPU shares
+        percent = rnd.choice([5, 30, 50, 100])
+        containers = [Container("infer", requests={"cpu": 1000, "memory": 4 * GI},
+                                limits={"koordinator.sh/gpu-core": percent, "koordinator.sh/gpu-memory-ratio": percent})]
+        tolerations = (Toleration("nvidia.com/gpu", "Exists"),)
+    elif roll < 0.5:  # Guaranteed, up to three containers
+        containers = []
+        for k in range(rnd.choice([1, 1, 1, 2, 3])):
+            limits = {"cpu": rnd.choice([1, 2, 4, 5, 7, 10, 24, 40]) * 1000 if rnd.random() < 0.7 else rnd.randrange(50, 9000),
+                      "memory": rnd.randrange(100, 60000) * MI}
+            if rnd.random() < 0.1:
+                limits["hugepages-2Mi"] = rnd.randrange(1, 200) * 2 * MI
+            if rnd.random() < 0.1:
+                limits["hugepages-1Gi"] = rnd.randrange(1, 3) * GI
+            if rnd.random() < 0.1:
+                limits["ephemeral-storage"] = rnd.randrange(1, 20) * GI
+            containers.append(Container(f"c{k}", limits=limits))
+        if rnd.random() < 0.2:
+            init.append(Container("init", limits={"cpu": rnd.randrange(1, 30) * 1000, "memory": GI}))
+        if rnd.random() < 0.1:
+            init.append(Container("sidecar", limits={"cpu": 500, "memory": 256 * MI}, restart_policy="Always"))
+        if rnd.random() < 0.1:
+            annotations["toposched.io/numa-policy"] = rnd.choice(["single-numa-node", "restricted", "best-effort", "none"])
+        if rnd.random() < 0.1:
+            annotations["toposched.io/cpu-bind-policy"] = rnd.choice(["FullPCPUs", "SpreadByPCPUs"])
+    elif roll < 0.9:  # Burstable
+        containers = [Container("app", requests={"cpu": rnd.randrange(1, 20000), "memory": rnd.randrange(1, 50000) * MI},
+                                limits={"cpu": 30000} if rnd.random() < 0.3 else {})]
+    else:  # BestEffort, two containers
+        containers = [Container("app"), Container("helper")]
+    return Pod(name, uid=uid, containers=tuple(containers), init_containers=tuple(init), annotations=annotations,
+               node_selector=selector, tolerations=tolerations)
+
+
 def make_pod(i: int, rnd: random.Random) -> Pod:
     """One pod of the realistic mix, its sizes drawn fresh (nearly every pod a new shape)."""
     name, uid = f"pod-{i:06d}", f"uid-{i:06d}"
@@ -153,6 +295,12 @@ def make_pod(i: int, rnd: random.Random) -> Pod:
     else:  # BestEffort
         containers = [Container("app")]
     return Pod(name, uid=uid, containers=tuple(containers), init_containers=tuple(init), annotations=annotations)
+
+
+MIXES: dict[str, tuple[Callable[[int, int], Cluster], Callable[[int, random.Random], Pod]]] = {
+    "default": (build_cluster, make_pod),
+    "wide": (build_cluster_wide, make_pod_wide),
+}
 
 
 class PhaseTimer:
@@ -225,11 +373,13 @@ def decision_record(decision: Any) -> list[Any]:
 
 def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callable[[], float] = time.perf_counter,
         delete_via: str = "forget", phases: bool = False, record: list | None = None,
-        callgrind: bool = False) -> dict[str, Any]:
+        callgrind: bool = False, mix: str = "default") -> dict[str, Any]:
     """Build, pre-fill, then time ``pods`` arrivals each after a deletion. ``record`` collects every
-    decision; ``callgrind`` switches callgrind's instrumentation on for the timed loop only."""
+    decision; ``callgrind`` switches callgrind's instrumentation on for the timed loop only; ``mix``
+    names the cluster and pods (:data:`MIXES`)."""
     t0 = time.perf_counter()
-    cluster = build_cluster(n_nodes, seed)
+    build, make_pod = MIXES[mix]
+    cluster = build(n_nodes, seed)
     profile = load_profile("toposched")
     timer = PhaseTimer(clock) if phases else None
     if timer is not None:
@@ -302,6 +452,7 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     tail = Counter(kind(arrivals[i]) for i in slowest)
     figures: dict[str, Any] = {
         "nodes": n_nodes,
+        "mix": mix,
         "pods": pods,
         "running_at_start": prefill,
         "scheduled": scheduled,
@@ -336,6 +487,8 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--per-node", type=float, default=6.0, help="pods a node placed before the timed arrivals")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mix", choices=sorted(MIXES), default="default",
+                        help="the cluster and pods: the default mix, or 'wide' (other hardware, kubelet options, taints, selectors)")
     parser.add_argument("--delete-via", choices=("forget", "unreserve"), default="forget")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this process's CPU time instead of wall time (for a busy machine)")
@@ -350,11 +503,12 @@ def main() -> int:
     unit = " (CPU time)" if args.cpu_time else ""
     records: list | None = [] if args.digest else None
     figures = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, record=records,
-                  callgrind=args.callgrind)
+                  callgrind=args.callgrind, mix=args.mix)
     figures["clock"] = "cpu" if args.cpu_time else "wall"
-    print(f"{figures['nodes']} heterogeneous nodes, {figures['running_at_start']} pods running, {figures['pods']} arrivals "
-          f"each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, mean {figures['mean_ms']:.2f} ms, "
-          f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, deletion {figures['delete_mean_ms']:.3f} ms, "
+    print(f"{figures['nodes']} heterogeneous nodes ({args.mix} mix), {figures['running_at_start']} pods running, "
+          f"{figures['pods']} arrivals each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, "
+          f"mean {figures['mean_ms']:.2f} ms, p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, "
+          f"deletion {figures['delete_mean_ms']:.3f} ms, "
           f"scheduled {figures['scheduled']} (built in {figures['build_seconds']:.1f} s, "
           f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
     for name, row in figures["by_kind"].items():
@@ -364,7 +518,7 @@ def main() -> int:
         figures["digest"] = digest(records)
         print(f"decisions digest {figures['digest']}", flush=True)
     if args.phases:
-        timed = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, phases=True)
+        timed = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, phases=True, mix=args.mix)
         figures["phases_ms_per_pod"] = timed["phases_ms_per_pod"]
         figures["phases_calls"] = timed["phases_calls"]
         figures["phases_run_mean_ms"] = timed["mean_ms"]
