@@ -110,6 +110,30 @@ def test_same_result_when_the_target_width_is_not_tried_mask_by_mask(problem):
         fast_merge._CANDIDATE_BUDGET = budget
 
 
+@settings(max_examples=150, deadline=None)
+@given(problems(random_answers))
+def test_same_result_when_the_reachable_set_is_built_by_subset_transforms(problem):
+    # Machines of 9 to 16 NUMA nodes take the reachable set from zeta/Moebius transforms; here
+    # every machine does, and must decide as the exhaustive merge.
+    start = fast_merge._TRANSFORMS_FROM
+    fast_merge._TRANSFORMS_FROM = 1
+    try:
+        _same(*problem)
+    finally:
+        fast_merge._TRANSFORMS_FROM = start
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 2**10 - 1), min_size=1, max_size=12), min_size=1, max_size=4),
+       st.integers(1, 2**10 - 1))
+def test_subset_transforms_reach_the_pairwise_masks(lists, survivors):
+    reduced = [{m & survivors for m in masks} - {0} for masks in lists]
+    if any(not masks for masks in reduced):
+        return
+    assert set(fast_merge._reachable_by_transforms(survivors, reduced).tolist()) == \
+        fast_merge._reachable_masks(survivors, reduced)
+
+
 @pytest.mark.parametrize(
     "providers",
     [
@@ -145,7 +169,8 @@ def _hints(*masks):
         ([{"cpu": _hints({0, 1}, {2, 3})}, {"gpu": _hints({0, 1, 2}, {0, 3})}], {0, 1}),
         ([{"cpu": _hints({0, 1}, {2, 3})}, {"gpu": _hints({0, 2}, {1, 2, 3})}], {2, 3}),
     ],
-    ids=["two lists one node apart", "one list two near misses", "two lists the same node apart", "f offered", "f offered, no superset elsewhere"],
+    ids=["two lists one node apart", "one list two near misses", "two lists the same node apart", "f offered",
+         "f offered, no superset elsewhere"],
 )
 def test_target_width_candidates_settled_without_scanning(providers, merged):
     # The shortcuts of _exactly_reachable (set lookups instead of scanning the lists): each case

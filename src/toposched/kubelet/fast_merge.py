@@ -38,6 +38,8 @@ from itertools import combinations
 from math import comb
 from typing import Any
 
+import numpy as np
+
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.topology_manager import (
     POLICY_NONE,
@@ -53,6 +55,10 @@ __all__ = ["fast_merge_hints"]
 
 # Above this many masks of the target width, build the whole reachable set instead of trying each.
 _CANDIDATE_BUDGET = 4096
+# With this many surviving NUMA nodes (machines beyond the kubelet's default limit of 8), every
+# reachable mask is found with subset transforms (2**16 entries at most) instead of pair by pair.
+_TRANSFORMS_FROM = 9
+_TRANSFORMS_UP_TO = 16
 
 
 def _mask_key(problem: MergeProblem) -> Any:
@@ -169,6 +175,48 @@ def _reachable_masks(survivors: int, reduced: list[set[int]]) -> set[int]:
     return partial
 
 
+def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> np.ndarray:
+    """:func:`_reachable_masks` as an array, computed over the ``2**n`` subsets of the ``n``
+    surviving nodes instead of pair by pair.
+
+    With the masks of a set as a 0/1 array over the subsets, the number of pairs ``(p, m)`` with
+    ``p & m == x`` is the superset Moebius transform of the product of the two arrays' superset
+    zeta transforms (a pair holds ``x`` exactly when both hold it). Each list costs ``n * 2**n``
+    array additions whatever its length (on a 16-NUMA machine a list can offer 65,535 masks, and
+    pairs of partial masks and masks run into billions); counts stay below ``2**32`` because each
+    step starts again from 0/1.
+    """
+    nodes = [i for i in range(survivors.bit_length()) if survivors >> i & 1]
+    n = len(nodes)
+    size = 1 << n
+    expand = np.zeros(size, dtype=np.int64)  # subset index -> the mask of its nodes
+    for j, node in enumerate(nodes):
+        expand[1 << j: 2 << j] = expand[: 1 << j] | (1 << node)
+
+    def indicator(masks: set[int]) -> np.ndarray:
+        values = np.fromiter(masks, dtype=np.int64, count=len(masks))
+        index = np.zeros(len(values), dtype=np.int64)
+        for j, node in enumerate(nodes):
+            index |= ((values >> node) & 1) << j
+        out = np.zeros(size, dtype=np.int64)
+        out[index] = 1
+        return out
+
+    def zeta(f: np.ndarray, sign: int) -> np.ndarray:
+        for j in range(n):  # per node: every subset without it gets (or gives back) its superset with it
+            view = f.reshape(-1, 2, 1 << j)
+            view[:, 0, :] += sign * view[:, 1, :]
+        return f
+
+    partial = np.zeros(size, dtype=np.int64)
+    partial[size - 1] = 1  # the AND of no mask yet: every surviving node
+    for masks in reduced:
+        pairs = zeta(zeta(partial, 1) * zeta(indicator(masks), 1), -1)
+        pairs[0] = 0  # an empty AND is not a merge
+        partial = (pairs > 0).astype(np.int64)
+    return expand[np.flatnonzero(partial)]
+
+
 def _exactly_reachable(f: int, reduced: list[set[int]], outside: list[int], survivors: int,
                        indexes: dict[int, dict[int, list[int]]]) -> bool:
     """Whether one mask per list can AND to exactly ``f`` (``outside``: the surviving nodes not in
@@ -241,6 +289,19 @@ def _best_non_preferred(problem: MergeProblem) -> int | None:
     survivors, reduced = cut
     target = max_of_min_mask_counts(problem.lists)
     key = _mask_key(problem)
+    if _TRANSFORMS_FROM <= survivors.bit_count() <= _TRANSFORMS_UP_TO:
+        # Lists of thousands of masks: every reachable mask at once (see _reachable_by_transforms).
+        everything = _reachable_by_transforms(survivors, reduced)
+        if not len(everything):
+            return None
+        widths = np.zeros(len(everything), dtype=np.int64)
+        for node in range(survivors.bit_length()):
+            widths += (everything >> node) & 1
+        present = set(np.unique(widths).tolist())
+        for width in [target, *range(target - 1, 0, -1), *range(target + 1, max(present) + 1)]:
+            if width in present:
+                return min(everything[widths == width].tolist(), key=key)
+        raise AssertionError("a reachable width is always in the search order")
     if target >= 1:
         # The target width beats every other: when few masks have it, try them one by one.
         at_target = _reachable_at_width(survivors, reduced, target)

@@ -13,6 +13,12 @@ Every array is stored resource-major with the rows as its last axis (``alloc[res
 the rows. The derived arrays (free, most and sum over the zones) are brought up to date at the
 changed rows on their first read after a refresh; the largest zone capacity is written with the
 capacity.
+
+What the node-level filters read of a node's spec is kept as ids per row, rewritten only when the
+node's spec object changes: for every label key a nodeSelector has asked about, the row's value
+(:meth:`labels_match`), and which of the distinct sets of NoSchedule/NoExecute taints the node has
+(``taint_class``, into :attr:`taint_sets`), so a selector is a few array comparisons and
+tolerations are judged once per taint set.
 """
 
 from __future__ import annotations
