@@ -1,6 +1,7 @@
 """NodeTable's per-resource arrays, kept current at changed rows only, equal the arrays computed afresh.
 
-The realistic benchmark's mix (heterogeneous nodes, GPU servers, every class of pod) is scheduled
+The realistic benchmark's mixes (heterogeneous nodes, GPU servers, every class of pod; the wide
+mix adds taints, selectors and kubelet options) are scheduled
 with deletions in between; after every cycle each array the batch forms read (``free``,
 ``allocatable``, ``requested``, ``zone_free``, ``zone_max``, ``zone_sum``, ``zone_valid``) is compared with the
 same quantity computed from the table's full blocks. Arrays are read at random moments, so some
@@ -33,10 +34,11 @@ KINDS = ("free", "allocatable", "requested", "zone_free", "zone_max", "zone_sum"
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**16), read_every=st.integers(1, 9))
-def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int) -> None:
+@given(seed=st.integers(0, 2**16), read_every=st.integers(1, 9), mix=st.sampled_from(("default", "wide")))
+def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int, mix: str) -> None:
     bench = _bench("realistic")
-    cluster = bench.build_cluster(30, seed=seed, gpu_share=0.3)
+    cluster = bench.build_cluster(30, seed=seed, gpu_share=0.3) if mix == "default" else bench.build_cluster_wide(30, seed)
+    make_pod = bench.MIXES[mix][1]
     scheduler = Scheduler(cluster, load_profile("toposched"))
     table = scheduler.table
     rnd = random.Random(seed)
@@ -45,7 +47,7 @@ def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int) -> Non
     for i in range(150):
         if running and rnd.random() < 0.5:
             cluster.forget(running.pop(rnd.randrange(len(running))), float(i))
-        pod = bench.make_pod(i, rnd)
+        pod = make_pod(i, rnd)
         if scheduler.schedule(pod, now=float(i)).node is not None:
             scheduler.bound(pod, now=float(i))
             running.append(pod)
