@@ -97,30 +97,27 @@ def test_same_result_as_upstream_on_capacity_hints(problem):
     _same(*problem)
 
 
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [
+        # On small machines the target width is always tried candidate by candidate; with no
+        # candidate budget the whole reachable set is built instead.
+        ("_CANDIDATE_BUDGET", 0),
+        # Machines of 9 to 16 NUMA nodes take the reachable set from zeta/Moebius transforms;
+        # here every machine does.
+        ("_TRANSFORMS_FROM", 1),
+    ],
+    ids=["reachable set instead of target-width candidates", "subset transforms on every machine"],
+)
 @settings(max_examples=150, deadline=None)
-@given(problems(random_answers))
-def test_same_result_when_the_target_width_is_not_tried_mask_by_mask(problem):
-    # On small machines the target width is always tried candidate by candidate; with no
-    # candidate budget the whole reachable set is built instead, and must decide the same.
-    budget = fast_merge._CANDIDATE_BUDGET
-    fast_merge._CANDIDATE_BUDGET = 0
+@given(problem=problems(random_answers))
+def test_same_result_on_the_paths_small_machines_do_not_take(knob, value, problem):
+    saved = getattr(fast_merge, knob)
+    setattr(fast_merge, knob, value)
     try:
         _same(*problem)
     finally:
-        fast_merge._CANDIDATE_BUDGET = budget
-
-
-@settings(max_examples=150, deadline=None)
-@given(problems(random_answers))
-def test_same_result_when_the_reachable_set_is_built_by_subset_transforms(problem):
-    # Machines of 9 to 16 NUMA nodes take the reachable set from zeta/Moebius transforms; here
-    # every machine does, and must decide as the exhaustive merge.
-    start = fast_merge._TRANSFORMS_FROM
-    fast_merge._TRANSFORMS_FROM = 1
-    try:
-        _same(*problem)
-    finally:
-        fast_merge._TRANSFORMS_FROM = start
+        setattr(fast_merge, knob, saved)
 
 
 @settings(max_examples=100, deadline=None)
