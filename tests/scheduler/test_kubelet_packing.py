@@ -1,5 +1,8 @@
 """CPUOrchestration refuses a required SpreadByPCPUs only where the kubelet would certainly break it.
 
+(Both forms of the rule: kubelets that pack, and kubelets with ``distribute-cpus-across-numa``,
+whose even share on each NUMA node is taken packed; see ``_kubelet_splits_no_core``.)
+
 On a node whose kubelet picks the CPUs (not agent-managed), a container with 2 or more exclusive
 CPUs gets whole cores first from the static CPU manager (upstream ``takeByTopologyNUMAPacked``)
 whenever the NUMA nodes its hint names hold a whole free core. When every NUMA node holds one,
@@ -19,12 +22,14 @@ import numpy as np
 import pytest
 
 from tests.scheduler.test_decisions_identical import _bench
-from toposched.scheduler import Scheduler, load_profile
+from toposched.kubelet import KubeletConfig
+from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
 from toposched.scheduler.framework import CycleState, registry
+from toposched.topology import CPUSet
 from toposched.workload import Container, Pod
 
 GI = 2**30
-REASON = "takes them first"
+PACKS, DISTRIBUTES = "takes them first", "spreads its"  # the two wordings of the rule
 
 
 def _spread_pod(i: int, cpus: int) -> Pod:
@@ -46,11 +51,42 @@ def test_the_kubelet_splits_a_core_wherever_the_filter_says_it_will(seed: int, m
         pod = make_pod(i, rnd)
         if scheduler.schedule(pod, now=float(i)).node is not None:
             scheduler.bound(pod, now=float(i))
+    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 1, 8, 12, 16))
+    assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_kubelet_distributing_over_numa_nodes_splits_a_core_wherever_the_filter_says_it_will(seed: int) -> None:
+    # Every node's kubelet has distribute-cpus-across-numa: the rule's second form, on 1 to 8 NUMA nodes.
+    bench = _bench("realistic")
+    rnd = random.Random(seed)
+    cluster = Cluster()
+    for n in range(24):
+        machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
+        config = KubeletConfig(topology_manager_policy=rnd.choice(bench.POLICIES), cpu_manager_policy="static",
+                               cpu_manager_options={"distribute-cpus-across-numa": "true"},
+                               reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI})
+        cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    for i in range(150):
+        pod = bench.make_pod_wide(i, rnd)
+        if scheduler.schedule(pod, now=float(i)).node is not None:
+            scheduler.bound(pod, now=float(i))
+    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24), wording=DISTRIBUTES)
+    assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+
+
+def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "") -> tuple[int, int]:
+    """For SpreadByPCPUs pods of ``sizes`` CPUs: the batch filter is the per-node one on every node, and
+    wherever it refuses for the kubelet taking whole cores (``wording``: only that form of the rule),
+    the replica refuses the pod or gives its container two threads of a core. Returns how many nodes
+    were refused so and how many of those the replica admitted."""
+    cluster = scheduler.cluster
     plugin = registry.create("CPUOrchestration")
     table = scheduler.table
     table.refresh()
     refused = checked = 0
-    for i, cpus in enumerate((2, 3, 4, 6, 1)):
+    for i, cpus in enumerate(sizes):
         pod = _spread_pod(i, cpus)
         rows = np.arange(table.size)
         batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, rows)
@@ -58,7 +94,7 @@ def test_the_kubelet_splits_a_core_wherever_the_filter_says_it_will(seed: int, m
             node = cluster.nodes[name]
             verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
             assert verdict.is_success == bool(batch[row]), (name, verdict.message)
-            if verdict.is_success or REASON not in verdict.message:
+            if verdict.is_success or not any(w in verdict.message for w in ((wording,) if wording else (PACKS, DISTRIBUTES))):
                 continue
             assert cpus >= 2, "a 1-CPU container cannot be given two threads of a core"
             refused += 1
@@ -72,4 +108,5 @@ def test_the_kubelet_splits_a_core_wherever_the_filter_says_it_will(seed: int, m
                 checked += 1
             finally:
                 node.model.unadmit(pod.uid)
+    return refused, checked
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"

@@ -603,14 +603,25 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     CPUs and every NUMA node has a whole free core: upstream's ``takeByTopologyNUMAPacked`` takes
     whole cores (or whole NUMA nodes and sockets) before single threads, from the CPUs of the
     NUMA nodes the hint names. The caller checks that every NUMA node has a whole free core.
+
+    With ``distribute-cpus-across-numa`` (without ``full-pcpus-only``, ``align-by-socket`` or
+    ``distribute-cpus-across-cores``) it will when the container asks for at least a core's threads
+    times the NUMA nodes: ``takeByTopologyNUMADistributed`` splits the CPUs of the hint's NUMA nodes
+    (each with a whole free core, so at least that many) evenly over at most all of them, and takes
+    each node's share, a core's threads or more, with ``takeByTopologyNUMAPacked``, as it does all of
+    them when no split balances.
     """
-    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.kubelet_packs or not request.containers:
+    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.whole_core_from or not request.containers:
         return None
     name, count, _ = request.containers[0]
-    if count < 2:
+    if count < facts.whole_core_from:
         return None
-    return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
-            f"NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}")
+    if facts.kubelet_packs:
+        return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
+                f"NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}")
+    return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
+            f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
+            f"has a free one), which break the required {SPREAD_BY_PCPUS}")
 
 
 def _core_masks(machine: Machine) -> list[int]:
@@ -751,7 +762,10 @@ class _NodeFacts:
     node_policy: NodePolicy | None = None
     policy_error: str = ""  # why the node's NUMA policy cannot be read (node_policy is None)
     scope: str = "container"
-    kubelet_packs: bool = False  # its static CPU manager takes whole cores first (see _kubelet_splits_no_core)
+    # From how many CPUs a container asks for its static CPU manager certainly takes a whole core when
+    # every NUMA node has one (0: never known; see _kubelet_splits_no_core), and whether it packs.
+    whole_core_from: int = 0
+    kubelet_packs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -869,9 +883,14 @@ class CPUOrchestration:
         except InputError as err:
             node_policy, error = None, str(err)
         options = model.cpu.options if model.cpu is not None else None
-        packs = (options is not None and per_core >= 2 and not options.distribute_cpus_across_cores
-                 and not options.distribute_cpus_across_numa)
-        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, packs)
+        whole_core_from, packs = 0, False
+        if options is not None and per_core >= 2 and not options.distribute_cpus_across_cores:
+            if not options.distribute_cpus_across_numa:
+                whole_core_from, packs = 2, True
+            elif not options.full_pcpus_only and not options.align_by_socket:
+                # Spread over at most every NUMA node, each share is at least a core's threads.
+                whole_core_from = per_core * len(model.machine.numa_nodes)
+        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs)
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
