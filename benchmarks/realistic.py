@@ -69,15 +69,7 @@ POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 
 def build_machine(numa: int) -> Machine:
     """``numa`` NUMA nodes of 16 two-thread cores, 128 GiB and 16 x 1 GiB pages each, one or two sockets."""
-    cores = 16 * numa
-    sockets = 1 if numa == 1 else 2
-    per_socket = cores // sockets
-    rows = [{"cpu": c + t * cores, "core": c, "socket": c // per_socket, "numa": c // 16} for t in range(2) for c in range(cores)]
-    half = max(1, numa // sockets)
-    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (12 if a // half == b // half else 32)
-                                                       for b in range(numa)} for a in range(numa)})
-    nodes = tuple(NUMANode(n.id, n.cpus, 128 * GI, {GI: 16}, n.distances) for n in base.numa_nodes)
-    return Machine(base.cpus, nodes)
+    return wide_machine(numa, 16, 2, 1 if numa == 1 else 2, 128, 16, 0, distances=(12, 32))
 
 
 def kubelet_config(numa: int, rnd: random.Random) -> KubeletConfig:
@@ -130,14 +122,17 @@ TEAM_TAINT = Taint("dedicated", "batch", "NoSchedule")
 ZONES = ("a", "b", "c")
 
 
-def wide_machine(numa: int, cores: int, threads: int, sockets: int, gib: int, pages_1g: int, pages_2m: int) -> Machine:
-    """``numa`` NUMA nodes of ``cores`` cores with ``threads`` threads each, on ``sockets`` sockets."""
+def wide_machine(numa: int, cores: int, threads: int, sockets: int, gib: int, pages_1g: int, pages_2m: int,
+                 distances: tuple[int, int] = (11, 21)) -> Machine:
+    """``numa`` NUMA nodes of ``cores`` cores with ``threads`` threads each, on ``sockets`` sockets;
+    ``distances`` between NUMA nodes of one socket and of two."""
     total = cores * numa
     per_socket = total // sockets
     rows = [{"cpu": c + t * total, "core": c, "socket": c // per_socket, "numa": c // cores}
             for t in range(threads) for c in range(total)]
     per_socket_numa = max(1, numa // sockets)
-    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (11 if a // per_socket_numa == b // per_socket_numa else 21)
+    near, far = distances
+    base = Machine.from_cpu_table(rows, distances={a: {b: 10 if a == b else (near if a // per_socket_numa == b // per_socket_numa else far)
                                                        for b in range(numa)} for a in range(numa)})
     pages = {size: count for size, count in ((GI, pages_1g), (2 * MI, pages_2m)) if count}
     return Machine(base.cpus, tuple(NUMANode(n.id, n.cpus, gib * GI, pages, n.distances) for n in base.numa_nodes))

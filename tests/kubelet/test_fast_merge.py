@@ -127,8 +127,9 @@ def test_subset_transforms_reach_the_pairwise_masks(lists, survivors):
     reduced = [{m & survivors for m in masks} - {0} for masks in lists]
     if any(not masks for masks in reduced):
         return
-    assert set(fast_merge._reachable_by_transforms(survivors, reduced).tolist()) == \
-        fast_merge._reachable_masks(survivors, reduced)
+    masks, widths = fast_merge._reachable_by_transforms(survivors, reduced)
+    assert set(masks.tolist()) == fast_merge._reachable_masks(survivors, reduced)
+    assert widths.tolist() == [m.bit_count() for m in masks.tolist()]
 
 
 @pytest.mark.parametrize(

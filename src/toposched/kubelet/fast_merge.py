@@ -175,9 +175,9 @@ def _reachable_masks(survivors: int, reduced: list[set[int]]) -> set[int]:
     return partial
 
 
-def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> np.ndarray:
-    """:func:`_reachable_masks` as an array, computed over the ``2**n`` subsets of the ``n``
-    surviving nodes instead of pair by pair.
+def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_reachable_masks` as an array, with each mask's width, computed over the ``2**n``
+    subsets of the ``n`` surviving nodes instead of pair by pair.
 
     With the masks of a set as a 0/1 array over the subsets, the number of pairs ``(p, m)`` with
     ``p & m == x`` is the superset Moebius transform of the product of the two arrays' superset
@@ -190,8 +190,10 @@ def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> np.ndar
     n = len(nodes)
     size = 1 << n
     expand = np.zeros(size, dtype=np.int64)  # subset index -> the mask of its nodes
+    width = np.zeros(size, dtype=np.int64)  # subset index -> its number of nodes
     for j, node in enumerate(nodes):
         expand[1 << j: 2 << j] = expand[: 1 << j] | (1 << node)
+        width[1 << j: 2 << j] = width[: 1 << j] + 1
 
     def indicator(masks: set[int]) -> np.ndarray:
         values = np.fromiter(masks, dtype=np.int64, count=len(masks))
@@ -214,7 +216,8 @@ def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> np.ndar
         pairs = zeta(zeta(partial, 1) * zeta(indicator(masks), 1), -1)
         pairs[0] = 0  # an empty AND is not a merge
         partial = (pairs > 0).astype(np.int64)
-    return expand[np.flatnonzero(partial)]
+    reached = np.flatnonzero(partial)
+    return expand[reached], width[reached]
 
 
 def _exactly_reachable(f: int, reduced: list[set[int]], outside: list[int], survivors: int,
@@ -291,17 +294,12 @@ def _best_non_preferred(problem: MergeProblem) -> int | None:
     key = _mask_key(problem)
     if _TRANSFORMS_FROM <= survivors.bit_count() <= _TRANSFORMS_UP_TO:
         # Lists of thousands of masks: every reachable mask at once (see _reachable_by_transforms).
-        everything = _reachable_by_transforms(survivors, reduced)
+        everything, widths = _reachable_by_transforms(survivors, reduced)
         if not len(everything):
             return None
-        widths = np.zeros(len(everything), dtype=np.int64)
-        for node in range(survivors.bit_length()):
-            widths += (everything >> node) & 1
         present = set(np.unique(widths).tolist())
-        for width in [target, *range(target - 1, 0, -1), *range(target + 1, max(present) + 1)]:
-            if width in present:
-                return min(everything[widths == width].tolist(), key=key)
-        raise AssertionError("a reachable width is always in the search order")
+        width = next(w for w in _width_order(target, max(present)) if w in present)
+        return min(everything[widths == width].tolist(), key=key)
     if target >= 1:
         # The target width beats every other: when few masks have it, try them one by one.
         at_target = _reachable_at_width(survivors, reduced, target)
@@ -313,13 +311,16 @@ def _best_non_preferred(problem: MergeProblem) -> int | None:
     by_width: dict[int, list[int]] = {}
     for m in reachable:
         by_width.setdefault(m.bit_count(), []).append(m)
-    widest = max(by_width)
-    # Upstream's order of widths: the target, then narrower down to 1, then wider up.
-    order = [target, *range(target - 1, 0, -1), *range(target + 1, widest + 1)]
-    for width in order:
+    for width in _width_order(target, max(by_width)):
         if width in by_width:
             return min(by_width[width], key=key)
     raise AssertionError("a reachable width is always in the search order")
+
+
+def _width_order(target: int, widest: int) -> list[int]:
+    """Upstream's order of widths among non-preferred merges: the target, then narrower down to 1,
+    then wider up to ``widest`` (a reachable width is always in it)."""
+    return [target, *range(target - 1, 0, -1), *range(target + 1, widest + 1)]
 
 
 def _fast_best(problem: MergeProblem) -> Hint:

@@ -676,6 +676,9 @@ class FlaggedNodes:
         self.predicate = predicate
         self._flagged: set[str] = set()
         self._dirty: set[str] = set(cluster.nodes)
+        self._changes = 0  # how often the flagged set changed: the rows below are for one count
+        # per table: (changes, its size, the flagged rows) as of the last positions()
+        self._rows: weakref.WeakKeyDictionary[NodeTable, tuple[int, int, np.ndarray]] = weakref.WeakKeyDictionary()
         cluster.subscribe(self._mark)
 
     def _mark(self, name: str) -> None:
@@ -688,17 +691,26 @@ class FlaggedNodes:
             for name in dirty:
                 record = self.cluster.nodes.get(name)
                 if record is not None and self.predicate(record):
-                    self._flagged.add(name)
-                else:
+                    if name not in self._flagged:
+                        self._flagged.add(name)
+                        self._changes += 1
+                elif name in self._flagged:
                     self._flagged.discard(name)
+                    self._changes += 1
         return self._flagged
 
     def positions(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Indices into ``rows`` of the rows whose node is flagged."""
-        flagged = [table.index[n] for n in self.names() if n in table.index]
-        if not flagged:
+        """Indices into ``rows`` of the rows whose node is flagged (their rows kept until the flagged set
+        or the table's rows change: most pods change neither, and hundreds of nodes may be flagged)."""
+        names = self.names()
+        kept = self._rows.get(table)
+        if kept is None or kept[:2] != (self._changes, table.size):
+            kept = self._rows[table] = (self._changes, table.size,
+                                        np.array([table.index[n] for n in names if n in table.index], dtype=np.int64))
+        flagged = kept[2]
+        if not len(flagged):
             return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(np.isin(rows, np.asarray(flagged)))
+        return np.flatnonzero(np.isin(rows, flagged))
 
     def positions_few(self, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`positions` for a few rows, as a list."""
