@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.kubelet.subset_paths import subset_arrays_from
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet import cpu_assignment, fast_merge_hints, merge_hints
 from toposched.kubelet.config import KubeletConfig
@@ -74,6 +75,11 @@ def as_masks(hints: Iterable[TopologyHint]) -> list[tuple[int, bool]]:
 def single_numa(masks: Iterable[tuple[int, bool]]) -> list[tuple[int, bool]]:
     """What upstream's filterSingleNumaHints keeps of a list of non-nil hints."""
     return [(m, p) for m, p in masks if p and m.bit_count() == 1]
+
+
+# Hint lists built by walking the subsets, and with NumPy on every machine (then up to ten NUMA
+# nodes, past the default threshold).
+SUBSET_PATHS = pytest.mark.parametrize("arrays_from, max_numa", [(None, 8), (1, 10)], ids=["lists", "arrays"])
 
 
 # ---- random machines -----------------------------------------------------------------------------
@@ -293,13 +299,15 @@ def _recomputed_available(node: KubeletNode) -> dict:
     return node.available()
 
 
+@pytest.mark.parametrize("arrays_from", [None, 1], ids=["lists", "arrays"])
 @examples(250)
-@given(st.data())
-def test_fast_admission_equals_the_reference_on_random_nodes(data):
+@given(data=st.data())
+def test_fast_admission_equals_the_reference_on_random_nodes(arrays_from, data):
     machine = data.draw(machines())
     plugins = data.draw(device_plugins(len(machine.numa_nodes)))
     config = data.draw(configs(machine))
-    _check_sequence(data, machine, config, plugins, fast_merge=data.draw(st.booleans()), steps=6)
+    with subset_arrays_from(arrays_from):
+        _check_sequence(data, machine, config, plugins, fast_merge=data.draw(st.booleans()), steps=6)
 
 
 @examples(200)
@@ -349,10 +357,11 @@ def test_prefer_closest_numa_nodes_reads_the_machine_distances():
 # ---- one level down: each fast hint function against the original one -----------------------------
 
 
+@SUBSET_PATHS
 @examples(600)
-@given(st.data())
-def test_cpu_mask_hints_equal_the_generated_hints(data):
-    machine = data.draw(machines())
+@given(data=st.data())
+def test_cpu_mask_hints_equal_the_generated_hints(arrays_from, max_numa, data):
+    machine = data.draw(machines(max_numa))
     topo = CPUTopology.of(machine)
     online = sorted(machine.online)
     available = CPUSet(data.draw(st.sets(st.sampled_from(online))))
@@ -365,8 +374,9 @@ def test_cpu_mask_hints_equal_the_generated_hints(data):
     request = data.draw(st.one_of(st.integers(1, len(online) + 2), st.integers(widest, widest + 3)))
     align = data.draw(st.booleans())
     want = as_masks(cpu_hints_reference(topo, available, reusable, request, align))
-    assert cpu_mask_hints(topo, available.mask, reusable.mask, request, align, False) == want
-    assert cpu_mask_hints(topo, available.mask, reusable.mask, request, align, True) == single_numa(want)
+    with subset_arrays_from(arrays_from):
+        assert cpu_mask_hints(topo, available.mask, reusable.mask, request, align, False) == want
+        assert cpu_mask_hints(topo, available.mask, reusable.mask, request, align, True) == single_numa(want)
 
 
 @st.composite
@@ -393,11 +403,12 @@ def test_device_mask_hints_equal_the_generated_hints(numa_and_table, data):
     assert device_mask_hints(table, available, reusable, request, numa_ids, True) == single_numa(want)
 
 
+@SUBSET_PATHS
 @examples(300)
-@given(st.data())
-def test_memory_mask_hints_equal_the_calculated_hints(data):
+@given(data=st.data())
+def test_memory_mask_hints_equal_the_calculated_hints(arrays_from, max_numa, data):
     """On states reached by random allocations (single and multi-NUMA groups), with reusable memory."""
-    machine = data.draw(machines())
+    machine = data.draw(machines(max_numa))
     policy = StaticMemoryPolicy(machine, {machine.numa_ids[0]: {"memory": 100 * MI}})
     for i in range(data.draw(st.integers(0, 6))):
         pod = data.draw(pods(f"p{i}", machine, ()))
@@ -416,12 +427,33 @@ def test_memory_mask_hints_equal_the_calculated_hints(data):
         requested["hugepages-2Mi"] = data.draw(st.integers(1, 300)) * HUGE
     state = policy._state
     want = {r: as_masks(h) for r, h in policy._calculate_hints(state, uid, requested).items()}
-    assert policy._calculate_masks(state, uid, requested, False) == want
-    single = policy._calculate_masks(state, uid, requested, True)
+    with subset_arrays_from(arrays_from):
+        assert policy._calculate_masks(state, uid, requested, False) == want
+        single = policy._calculate_masks(state, uid, requested, True)
     if not want:
         assert single == {}
     else:
         assert single == {r: single_numa(h) for r, h in want.items()}
+
+
+@pytest.mark.parametrize("arrays_from", [11, None], ids=["lists", "arrays"])
+def test_memory_mask_hints_count_the_memory_a_container_reuses(arrays_from):
+    """Ten NUMA nodes of 2 GiB, 1 GiB of node 0 held: 1.5 GiB fits on node 0 alone only with the
+    2 GiB an init container left there, and every set holding node 0 counts that memory once."""
+    machine = Machine(
+        tuple(LogicalCPU(c, c, 0, c) for c in range(10)),
+        tuple(NUMANode(n, CPUSet([n]), 2 * GI, distances={m: 10 if m == n else 20 for m in range(10)})
+              for n in range(10)),
+    )
+    policy = StaticMemoryPolicy(machine, {9: {"memory": 100 * MI}})
+    held = Pod("held", uid="held", containers=(Container("c", limits={"cpu": 1000, "memory": GI}),))
+    policy.allocate(held, held.containers[0], TopologyHint(frozenset({0}), True))
+    policy._reusable = {"probe": {mask_of({0}): {"memory": 2 * GI}}}
+    requested = {"memory": 3 * GI // 2}
+    want = {r: as_masks(h) for r, h in policy._calculate_hints(policy._state, "probe", requested).items()}
+    assert (1, True) in want["memory"]
+    with subset_arrays_from(arrays_from):
+        assert policy._calculate_masks(policy._state, "probe", requested, False) == want
 
 
 def test_numa_subsets_follow_upstreams_order():

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import shared_path
+from tests.kubelet.subset_paths import subset_arrays_from
 from toposched.errors import InputError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.hints import TopologyHint
@@ -43,6 +44,14 @@ MB = 1 << 20
 GB = 1 << 30
 HP1G = "hugepages-1Gi"
 HP2M = "hugepages-2Mi"
+
+
+@pytest.fixture(autouse=True, params=[None, 1], ids=["lists", "arrays"])
+def _subset_path(request: pytest.FixtureRequest):
+    """Every test here runs twice: hint sets walked as lists (these machines have few NUMA nodes),
+    and listed with NumPy as on machines with many."""
+    with subset_arrays_from(request.param):
+        yield
 
 
 # ---- builders -------------------------------------------------------------------------------
@@ -414,6 +423,17 @@ def test_allocate_with_a_default_hint() -> None:
     assert dict(policy.machine_state) == {
         0: node((0,), 2, memory=table(1536 * MB, 512 * MB, GB, 512 * MB, 2 * GB), hp1g=table(GB, 0, GB, 0, GB))
     }
+
+
+def test_a_default_hint_with_no_preferred_set_is_the_narrowest_valid_one() -> None:
+    """Node 0 alone could hold 3 GiB but has 1 GiB free, and its pod keeps it out of wider sets;
+    nodes 1-3 (1.5 GiB each) hold 3 GiB two at a time: no set is preferred, and among the valid
+    ones the narrowest with the smallest mask wins."""
+    small = table(3 * GB // 2, 3 * GB // 2, 0, 0, 3 * GB // 2)
+    state = {0: node((0,), 1, memory=table(8 * GB, GB, 7 * GB, 0, 8 * GB))} | {n: node((n,), memory=small) for n in (1, 2, 3)}
+    policy = policy_with(state, RESERVED_0)
+    result = policy.allocate(pod("pod1", ctr("c", 3 * GB)), "c", NIL)
+    assert result.numa_nodes == frozenset({1, 2})
 
 
 def test_allocate_across_numa_nodes() -> None:

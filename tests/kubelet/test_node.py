@@ -1,5 +1,7 @@
 """KubeletNode: the kubelet's managers composed, admission reasons, exact release."""
 
+import gc
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -249,3 +251,20 @@ def test_a_refused_trial_leaves_the_node_exactly_as_it_was():
     before = (node.cpu.state, node.memory.checkpoint(), node.available())
     assert not node.admit(pod, trial=True).admitted
     assert (node.cpu.state, node.memory.checkpoint(), node.available()) == before
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_an_admission_on_many_numa_nodes_leaves_the_garbage_collector_as_it_found_it(collecting):
+    """Admissions on 9+ NUMA nodes pause the cyclic collector while they list every NUMA set; after
+    an admission and after a refusal it is running again exactly when it was running before."""
+    node = KubeletNode(machine(numa=12, cores_per_numa=2), static_config(
+        reserved_system_cpus=CPUSet([0, 24]), topology_manager_options={"max-allowable-numa-nodes": "12"}))
+    was = gc.isenabled()
+    try:
+        gc.enable() if collecting else gc.disable()
+        assert node.admit(guaranteed("fits", 2, 4 * GI)).admitted
+        assert gc.isenabled() == collecting
+        assert node.admit(guaranteed("too-wide", 6)).reason == "TopologyAffinityError"
+        assert gc.isenabled() == collecting
+    finally:
+        gc.enable() if was else gc.disable()

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import (
     STRATEGY_PACKED,
@@ -43,7 +45,7 @@ from toposched.kubelet.cpu_assignment import (
 )
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kubelet.hints import TopologyHint, iterate_masks
-from toposched.kubelet.topology_manager import numa_subsets, subset_sums
+from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
 from toposched.names import SMT_ALIGNMENT_ERROR
 from toposched.topology import CPUSet, Machine
 
@@ -368,7 +370,11 @@ def _mask_hints(
             and not reusable_numas & ~numa
             and (available & cpus).bit_count() >= need
         ]
-    free = subset_sums([(available & cpus).bit_count() for _, cpus, _ in sets.singles])
+    counts = [(available & cpus).bit_count() for _, cpus, _ in sets.singles]
+    arrays = subset_arrays(sets.ids)
+    if arrays is not None and not any(sockets >> 62 for _, _, sockets in sets.singles):
+        return _mask_hints_from_arrays(sets, arrays, counts, need, reusable_numas, min_affinity, align_by_socket)
+    free = subset_sums(counts)
     subsets = numa_subsets(sets.ids)
     if not align_by_socket:
         return [
@@ -384,6 +390,27 @@ def _mask_hints(
         for positions, numa, width in subsets
         if free[positions] >= need and not reusable_numas & ~numa
     ]
+
+
+def _mask_hints_from_arrays(sets: _NUMASets, arrays: tuple[np.ndarray, np.ndarray, np.ndarray], counts: list[int],
+                            need: int, reusable_numas: int, min_affinity: int, align_by_socket: bool
+                            ) -> list[MaskHint]:
+    """:func:`_mask_hints`' full list in NumPy, for machines with many NUMA nodes (the same hints in
+    the same order)."""
+    positions, masks, widths = arrays
+    free = subset_sums_array(counts)
+    assert free is not None  # CPU counts
+    keep = (free[positions] >= need) & ((reusable_numas & ~masks) == 0)
+    preferred = widths[keep] == min_affinity
+    if align_by_socket:
+        spanned = np.zeros(len(free), dtype=np.int64)  # per positions: the sockets of that set, as a mask
+        for i, (_, _, sockets) in enumerate(sets.singles):
+            spanned[1 << i:2 << i] = spanned[:1 << i] | sockets
+        spanned = spanned[positions][keep]
+        for value in np.unique(spanned).tolist():
+            if sets.socket_aligned(value.bit_count(), min_affinity):
+                preferred |= spanned == value
+    return list(zip(masks[keep].tolist(), preferred.tolist()))
 
 
 def cpu_topology_hints(

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
+import numpy as np
+
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of, numa_set
@@ -33,7 +35,7 @@ from toposched.kubelet.memory_state import (
     NUMANodeState,
     machine_states_equal,
 )
-from toposched.kubelet.topology_manager import numa_subsets, subset_sums
+from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
 from toposched.quantity import format_bytes
 from toposched.topology import Machine
 from toposched.workload import GUARANTEED, Container, Pod
@@ -242,6 +244,104 @@ def _group_rules(state: MachineState, ids: tuple[int, ...]) -> tuple[int, int, f
     )
     return split, assigned, groups
 
+
+_Columns = Mapping[str, tuple[list[int], list[int]]]  # resource -> (allocatable, free) per NUMA id
+_Extras = Mapping[str, list[tuple[int, int]]]  # resource -> (positions, bytes) the pod may reuse there
+
+
+def _reusable_positions(reusable: Mapping[int, Mapping[str, int]], ids: tuple[int, ...], resource: str
+                        ) -> list[tuple[int, int]]:
+    """The memory of ``resource`` the pod may reuse, as ``(positions, bytes)`` over ``ids`` (the
+    reusable sets that lie on this machine's nodes; positions as in :func:`numa_subsets`)."""
+    position = {n: i for i, n in enumerate(ids)}
+    out = []
+    for mask, per_resource in reusable.items():
+        extra = per_resource.get(resource, 0)
+        nodes = [position.get(n) for n in range(mask.bit_length()) if mask >> n & 1]
+        if extra and None not in nodes:
+            out.append((sum(1 << i for i in nodes), extra))  # type: ignore[misc]
+    return out
+
+
+def _valid_from_lists(ids: tuple[int, ...], requested: Mapping[str, int], columns: _Columns, extras: _Extras,
+                      split: int, assigned: int, groups: frozenset[int]) -> list[MaskHint]:
+    """``_calculate_masks``' valid hints, walking :func:`numa_subsets` (machines with few NUMA nodes)."""
+    allocatable_ok: list[bool] | None = None
+    free_ok: list[bool] | None = None
+    for r in sorted(requested):
+        size = requested[r]
+        ok = [total >= size for total in subset_sums(columns[r][0])]
+        allocatable_ok = ok if allocatable_ok is None else [a and b for a, b in zip(allocatable_ok, ok)]
+        free = subset_sums(columns[r][1])
+        for positions, extra in extras[r]:
+            free[positions] += extra
+        ok = [total >= size for total in free]
+        free_ok = ok if free_ok is None else [a and b for a, b in zip(free_ok, ok)]
+    assert allocatable_ok is not None and free_ok is not None
+    subsets = numa_subsets(ids)
+    min_size = next((width for positions, _, width in subsets if allocatable_ok[positions]), len(ids))
+    return [
+        (mask, width == min_size)
+        for positions, mask, width in subsets
+        if allocatable_ok[positions]
+        and free_ok[positions]
+        and (not split & mask if width == 1 else not assigned & mask or mask in groups)
+    ]
+
+
+_ValidArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # the valid sets' masks, widths and preferred flags
+
+
+def _valid_arrays(ids: tuple[int, ...], requested: Mapping[str, int], columns: _Columns, extras: _Extras,
+                  split: int, assigned: int, groups: frozenset[int]) -> _ValidArrays | None:
+    """:func:`_valid_from_lists` in NumPy, for machines with many NUMA nodes: the same hints in the
+    same order, as arrays; None where it does not apply (too few nodes, or amounts an int64 cannot
+    hold)."""
+    arrays = subset_arrays(ids)
+    if arrays is None:
+        return None
+    positions, masks, widths = arrays
+    allocatable_ok = np.ones(1 << len(ids), dtype=bool)
+    free_ok = np.ones(1 << len(ids), dtype=bool)
+    for r in sorted(requested):
+        size = requested[r]
+        allocatable, free = subset_sums_array(columns[r][0]), subset_sums_array(columns[r][1])
+        if allocatable is None or free is None or (size | sum(extra for _, extra in extras[r])) >> 61:
+            return None
+        for at, extra in extras[r]:
+            free[at] += extra
+        allocatable_ok &= allocatable >= size
+        free_ok &= free >= size
+    allocatable_ok = allocatable_ok[positions]
+    first = int(allocatable_ok.argmax())
+    min_size = int(widths[first]) if allocatable_ok[first] else len(ids)
+    one_node = (masks & split) == 0
+    wider = ((masks & assigned) == 0) | np.isin(masks, np.array(sorted(groups), dtype=np.int64))
+    keep = allocatable_ok & free_ok[positions] & np.where(widths == 1, one_node, wider)
+    return masks[keep], widths[keep], widths[keep] == min_size
+
+
+def _any_valid(valid: list[MaskHint] | _ValidArrays) -> bool:
+    """Whether :meth:`StaticMemoryPolicy._valid` found any valid set."""
+    return bool(valid) if isinstance(valid, list) else bool(len(valid[0]))
+
+
+def _best_holding(valid: list[MaskHint] | _ValidArrays, need: int) -> TopologyHint | None:
+    """:func:`_find_best_mask` over the valid hints whose mask holds ``need``; None when there is none.
+
+    On arrays the narrowest such set (then the smallest mask) is taken at once: a valid set is
+    preferred exactly when it is as narrow as any set could be, so preferring the preferred ones
+    first changes nothing."""
+    if isinstance(valid, list):
+        candidates = [h for h in valid if h[0] & need == need] if need else valid
+        return _find_best_mask(candidates) if candidates else None
+    masks, widths, preferred = valid
+    holding = (masks & need) == need
+    if not holding.any():
+        return None
+    narrowest = holding & (widths == widths[holding].min())
+    best = int(np.flatnonzero(narrowest)[masks[narrowest].argmin()])
+    return TopologyHint(numa_set(int(masks[best])), bool(preferred[best]))
 
 def _satisfies(state: MachineState, nodes: frozenset[int], requested: Mapping[str, int]) -> bool:
     """Upstream ``isAffinitySatisfyRequest``: the set's free memory covers every request."""
@@ -641,38 +741,29 @@ class StaticMemoryPolicy:
                 return {r: list(singles) for r in resources}
             # Every valid set is wider or not preferred: single-numa-node drops them all, so only
             # whether there is one matters ({} would mean "no preference").
-            valid = self._calculate_masks(state, pod_uid, requested, False)
-            return {r: [] for r in resources} if valid else {}
+            return {r: [] for r in resources} if _any_valid(self._valid(state, pod_uid, requested)) else {}
 
-        allocatable_ok: list[bool] | None = None
-        free_ok: list[bool] | None = None
-        for r in resources:
-            size = requested[r]
-            ok = [total >= size for total in subset_sums([column(n, r, False) for n in ids])]
-            allocatable_ok = ok if allocatable_ok is None else [a and b for a, b in zip(allocatable_ok, ok)]
-            free = subset_sums([column(n, r, True) for n in ids])
-            if reusable:
-                position = {n: i for i, n in enumerate(ids)}
-                for mask, per_resource in reusable.items():
-                    extra = per_resource.get(r, 0)
-                    nodes = [position.get(n) for n in range(mask.bit_length()) if mask >> n & 1]
-                    if extra and None not in nodes:
-                        free[sum(1 << i for i in nodes)] += extra  # type: ignore[operator]
-            ok = [total >= size for total in free]
-            free_ok = ok if free_ok is None else [a and b for a, b in zip(free_ok, ok)]
-        assert allocatable_ok is not None and free_ok is not None
-        subsets = numa_subsets(ids)
-        min_size = next((width for positions, _, width in subsets if allocatable_ok[positions]), len(ids))
-        valid = [
-            (mask, width == min_size)
-            for positions, mask, width in subsets
-            if allocatable_ok[positions]
-            and free_ok[positions]
-            and (not split & mask if width == 1 else not assigned & mask or mask in groups)
-        ]
+        valid = self._valid(state, pod_uid, requested)
+        if not isinstance(valid, list):
+            valid = list(zip(valid[0].tolist(), valid[2].tolist()))
         if not valid:
             return {}
         return {r: list(valid) for r in resources}
+
+    def _valid(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]
+               ) -> list[MaskHint] | _ValidArrays:
+        """Every valid NUMA set for ``requested`` with its preferred flag, in upstream's order: as
+        NumPy arrays on machines with many NUMA nodes, as a list otherwise."""
+        ids = tuple(sorted(state))
+        reusable = self._reusable.get(pod_uid, {})
+        split, assigned, groups = _group_rules(state, ids)
+        columns = {}
+        for r in requested:
+            tables = [_table(state, n, r) for n in ids]
+            columns[r] = ([0 if t is None else t.allocatable for t in tables], [0 if t is None else t.free for t in tables])
+        extras = {r: _reusable_positions(reusable, ids, r) for r in requested}
+        valid = _valid_arrays(ids, requested, columns, extras, split, assigned, groups)
+        return valid if valid is not None else _valid_from_lists(ids, requested, columns, extras, split, assigned, groups)
 
     @staticmethod
     def _regenerate_masks(blocks: tuple[Block, ...], requested: Mapping[str, int]) -> dict[str, list[MaskHint]] | None:
@@ -768,22 +859,20 @@ class StaticMemoryPolicy:
     def _default_hint(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]) -> TopologyHint:
         # On int masks (the same hints in the same order as _calculate_hints): a 16-NUMA machine has
         # 65,535 sets, too many to visit as frozensets on every allocation without an affinity.
-        hints = self._calculate_masks(state, pod_uid, requested, False)
-        if not hints:
+        if not requested or not _any_valid(valid := self._valid(state, pod_uid, requested)):
             raise MemoryManagerError(
                 "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
             )
-        return _find_best_mask(hints.get(_MEMORY, []))
+        best = _best_holding(valid, 0) if _MEMORY in requested else None
+        return best if best is not None else TopologyHint(None, False)
 
     def _extended_hint(
         self, state: MachineState, pod_uid: str, requested: Mapping[str, int], nodes: frozenset[int]
     ) -> TopologyHint:
-        need = mask_of(nodes)
-        candidates = [h for h in self._calculate_masks(state, pod_uid, requested, False).get(_MEMORY, [])
-                      if h[0] & need == need]
-        if not candidates:
+        best = _best_holding(self._valid(state, pod_uid, requested), mask_of(nodes)) if _MEMORY in requested else None
+        if best is None:
             raise MemoryManagerError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
-        return _find_best_mask(candidates)
+        return best
 
     def _check_hint(self, hint: TopologyHint) -> None:
         if hint.numa_nodes is None:

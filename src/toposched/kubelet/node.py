@@ -15,8 +15,10 @@ ground truth; the scheduler uses the same class to predict a kubelet-managed nod
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -29,6 +31,7 @@ from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.memory_manager import MemoryManagerError, StaticMemoryPolicy, hugepage_resource_name
 from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
 from toposched.kubelet.topology_manager import (
+    ARRAY_SUBSETS_FROM,
     TopologyAffinityError,
     UnexpectedAdmissionError,
     merge_hints,
@@ -46,6 +49,26 @@ DevicePlugins = Mapping[str, Iterable[tuple[str, Iterable[int] | None]]]
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _NO_CPUS = CPUSet()
 _NO_HINT = TopologyHint(None, False)
+
+
+@contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    """Keep Python's cyclic garbage collector from running inside the block, when ``pause``.
+
+    An admission on a machine with many NUMA nodes lists every NUMA set per hint provider: tens
+    of thousands of ``(mask, preferred)`` tuples that reference counting frees when it ends and
+    that no cycle can hold. Allocating them makes the collector walk the scheduler's young heap
+    again and again (measured on the wide benchmark mix: a 16-NUMA admission took 0.18 s with
+    the collector running, 0.06 s paused).
+    """
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +269,8 @@ class KubeletNode:
         try:
             hints = self._admit_unpinned(pod)
             if hints is None:
-                hints = self.topology_manager.admit(pod)
+                with _collector_paused(len(self.machine.numa_ids) >= ARRAY_SUBSETS_FROM):
+                    hints = self.topology_manager.admit(pod)
         except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
             self._refuse(snapshot, uid, trial)
             return Admission(pod.key, False, err.reason, str(err))
