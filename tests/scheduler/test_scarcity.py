@@ -95,6 +95,25 @@ def test_a_pod_seen_twice_is_learned_once():
     assert plugin.shape_version == 1 and len(plugin._recent) == 1
 
 
+def test_a_node_replaced_by_other_hardware_makes_capacity_rare_again():
+    """Two VMs of one kind: nothing is rarer anywhere, so nothing is learned. One VM replaced by
+    the bare-metal node (the node count unchanged): the demanding pods are learned again."""
+    from toposched.scheduler.framework import CycleState
+
+    c = Cluster()
+    for name in ("vm-1", "vm-2"):
+        c.set_node(NodeSpec(name, allocatable={"cpu": 16000, "memory": 128 * GiB, "pods": 110}),
+                   machine=machine(2, 8), kubelet_config=CONFIG)
+    plugin = registry.create("ScarcityScore", {"epoch": 1})
+    plugin.reserve(CycleState(cluster=c), latency("l0", hugepages=0), c.nodes["vm-1"])
+    assert plugin.shape_version == 0
+    c.remove_node("vm-2")
+    c.set_node(NodeSpec("metal", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB, "pods": 110}),
+               machine=machine(2, 16, 8), kubelet_config=CONFIG)
+    plugin.reserve(CycleState(cluster=c), latency("l1", hugepages=0), c.nodes["vm-1"])
+    assert plugin.shape_version == 1
+
+
 @pytest.mark.parametrize("args", [{"window": 0}, {"epoch": "x"}, {"shapes": True}, {"bogus": 1}])
 def test_bad_args_are_refused(args):
     with pytest.raises(InputError, match="ScarcityScore"):

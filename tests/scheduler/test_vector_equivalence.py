@@ -32,6 +32,7 @@ from tests.scheduler.strategies import GI, GPU, NodeShape, node_shapes, pods
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import CycleState, Profile, registry
 from toposched.scheduler.nodes import NodeSpec, Taint
+from toposched.scheduler.plugins.cpu_orchestration import FlaggedNodes
 from toposched.scheduler.scheduler import Decision, Scheduler
 from toposched.workload import Pod, Toleration
 
@@ -63,6 +64,20 @@ class NodeDescription:
     shape: NodeShape
     spec: NodeSpec
 
+    def add_to(self, cluster: Cluster, name: str | None = None, now: float = 0.0) -> None:
+        """Add the node to ``cluster`` (under ``name``, if given) as its kind says the cluster learns of it."""
+        spec = self.spec if name is None else dataclasses.replace(self.spec, name=name)
+        if self.kind == "direct":
+            cluster.set_node(spec, machine=self.shape.machine, kubelet_config=self.shape.config,
+                             device_plugins=self.shape.devices)
+            return
+        cluster.set_node(spec)
+        report = self.shape.kubelet(spec.name, reference=False).to_nrt()
+        if self.kind == "report":
+            cluster.update_report(report, now=now)
+        elif self.kind == "broken":
+            cluster.update_report(dataclasses.replace(report, zones=()), now=now)  # no NUMA zone: unusable
+
 
 @dataclass(frozen=True)
 class ClusterDescription:
@@ -74,17 +89,7 @@ class ClusterDescription:
         """A cluster in the described state (the same state every time it is called)."""
         cluster = Cluster(reflect_timeout=120.0)
         for node in self.nodes:
-            name = node.spec.name
-            if node.kind == "direct":
-                cluster.set_node(node.spec, machine=node.shape.machine, kubelet_config=node.shape.config,
-                                 device_plugins=node.shape.devices)
-                continue
-            cluster.set_node(node.spec)
-            report = node.shape.kubelet(name, reference=False).to_nrt()
-            if node.kind == "report":
-                cluster.update_report(report, now=0.0)
-            elif node.kind == "broken":
-                cluster.update_report(dataclasses.replace(report, zones=()), now=0.0)  # no NUMA zone: unusable
+            node.add_to(cluster)
         for name in self.stale_reports:
             node = next(n for n in self.nodes if n.spec.name == name)
             cluster.update_report(node.shape.kubelet(name, reference=False).to_nrt(), now=0.0)
@@ -352,6 +357,17 @@ def next_pod(data: st.DataObject, templates: list[Pod], i: int) -> Pod:
     return dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
 
 
+def settle(scheduler: Scheduler, pod: Pod, action: str, decision: Decision, now: float) -> bool:
+    """Bind (``action`` "bind") or unreserve ("unreserve") a pod the decision placed; whether it did."""
+    if decision.node is None or action not in ("bind", "unreserve"):
+        return False
+    if action == "bind":
+        scheduler.bound(pod, now=now)
+    else:
+        scheduler.unreserve(pod)
+    return True
+
+
 @settings(max_examples=80, **SETTINGS)
 @given(description=clusters(), data=st.data())
 def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescription, data: st.DataObject) -> None:
@@ -372,11 +388,9 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
         action = data.draw(st.sampled_from(("none", "bind", "unreserve", "foreign", "report", "cordon")), label="then")
         for scheduler in (cached, plain):
             cluster = scheduler.cluster
-            if action == "bind" and first.node is not None:
-                scheduler.bound(pod, now=now)
-            elif action == "unreserve" and first.node is not None:
-                scheduler.unreserve(pod)
-            elif action == "foreign":
+            if settle(scheduler, pod, action, first, now):
+                continue
+            if action == "foreign":
                 foreign = dataclasses.replace(templates[i % len(templates)], name=f"f{i}", uid=f"f{i}")
                 cluster.add_bound_pod(foreign, node_names[i % len(node_names)], now=now)
             elif action == "report":
@@ -386,6 +400,77 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
             elif action == "cordon":
                 spec = cluster.nodes[node_names[i % len(node_names)]].spec
                 cluster.set_node(dataclasses.replace(spec, unschedulable=not spec.unschedulable))
+
+
+def without_gone(decision: Decision) -> tuple:
+    """:func:`outcome` without the count of removed nodes among the reasons (a table that keeps their
+    rows counts them as "node is gone"; one that dropped the rows no longer sees them)."""
+    node, placement, status, reasons, nodes = outcome(decision)
+    return node, placement, status, {r: n for r, n in reasons.items() if r != "node is gone"}, nodes
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(description=clusters(), data=st.data())
+def test_dropping_the_rows_of_removed_nodes_changes_no_decision(description: ClusterDescription,
+                                                                  data: st.DataObject) -> None:
+    """Nodes leave and others join (with new names, as autoscaled nodes do) while pods come and go:
+    a table that drops dead rows and renumbers the others as soon as they outnumber a quarter of
+    the live ones decides every pod as one that keeps them all."""
+    compacting, keeping = Scheduler(description.build(), profile()), Scheduler(description.build(), profile())
+    compacting.table.dead_rows_kept, keeping.table.dead_rows_kept = 0, 1 << 30
+    templates = [data.draw(scheduling_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
+    joined = 0
+    for i in range(12):
+        pod = next_pod(data, templates, i)
+        now = 10.0 + i
+        first, second = compacting.schedule(pod, now=now), keeping.schedule(pod, now=now)
+        assert without_gone(first) == without_gone(second), f"pod {i}: compacting {outcome(first)} keeping {outcome(second)}"
+        live = len(compacting.cluster.nodes)
+        assert live <= compacting.table.size <= live + live // 4
+        action = data.draw(st.sampled_from(("bind", "unreserve", "remove", "join", "replace")), label="then")
+        names = sorted(compacting.cluster.nodes)
+        leaving = data.draw(st.sampled_from(names), label="leaving") if names else None
+        newcomer = data.draw(st.sampled_from(description.nodes), label="joining")
+        for scheduler in (compacting, keeping):
+            cluster = scheduler.cluster
+            settle(scheduler, pod, action, first, now)
+            if action in ("remove", "replace") and leaving is not None:
+                cluster.remove_node(leaving)
+            if action in ("join", "replace"):
+                newcomer.add_to(cluster, f"joined-{joined}", now=now)
+        joined += action in ("join", "replace")
+    keeping.table.refresh()
+    assert keeping.table.size == len(description.nodes) + joined
+    event(f"renumbered={compacting.table.layout > 0}")
+
+
+def test_a_renumbered_table_answers_for_the_nodes_now_in_its_rows() -> None:
+    """After the table drops a removed node's row and renumbers the rest: a label key asked about
+    for the first time reads each row's own node, taint classes and the flagged nodes' rows follow
+    the renumbering (also once a new node brings the table back to its old size), and every
+    column mirrors the cluster."""
+    cluster = Cluster()
+    for i, (zone, taints) in enumerate((("a", ()), ("b", (Taint("dedicated", "gpu", "NoSchedule"),)), ("c", ()))):
+        cluster.set_node(NodeSpec(f"n{i}", allocatable={"cpu": 4000, "memory": 8 * GI, "pods": 110}, labels={"zone": zone, "rack": zone},
+                                  taints=taints))
+    scheduler = Scheduler(cluster, profile())
+    table = scheduler.table
+    table.dead_rows_kept = 0
+    flagged = FlaggedNodes(cluster, lambda record: record.name == "n2")
+    table.refresh()
+    assert table.labels_match({"zone": "b"}).tolist() == [False, True, False]
+    assert flagged.positions(table, table.all_rows()).tolist() == [2]
+    cluster.remove_node("n0")
+    table.refresh()
+    assert table.names == ["n1", "n2"] and table.layout == 1
+    assert table.labels_match({"rack": "b"}).tolist() == [True, False]  # a key first asked about now
+    assert [table.taint_sets[c] != () for c in table.view("taint_class")] == [True, False]
+    cluster.set_node(NodeSpec("n3", allocatable={"cpu": 4000, "memory": 8 * GI, "pods": 110}, labels={"zone": "a"}))
+    table.refresh()
+    assert table.names == ["n1", "n2", "n3"]
+    assert flagged.positions(table, table.all_rows()).tolist() == [1]
+    assert table.labels_match({"zone": "a"}).tolist() == [False, False, True]
+    check_table_mirrors_cluster(cluster, scheduler)
 
 
 def test_a_node_that_takes_no_pods_takes_none() -> None:

@@ -200,6 +200,9 @@ class Cluster:
         self.reflect_timeout = reflect_timeout
         self._descriptions: dict[str, NodeDescription] = {}  # description text -> decoded, oldest first
         self._listeners: list[Callable[[str], None]] = [on_change] if on_change else []
+        # Bumped whenever a node leaves or a node's replica is replaced (a new node gets one): what
+        # is read from the set of replicas holds while it stays the same.
+        self.replicas_version = 0
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(node_name)`` after every change to a node (also for added and removed nodes)."""
@@ -245,6 +248,7 @@ class Cluster:
         """Forget a node and the pods on it."""
         record = self.nodes.pop(name, None)
         if record is not None:
+            self.replicas_version += 1
             for uid in record.pods:
                 self.pod_node.pop(uid, None)
             self._changed(name)
@@ -390,6 +394,7 @@ class Cluster:
                                 merge=fast_merge_hints)
         except InputError as err:
             record.model, record.broken, record.replica_source = None, str(err), ""
+            self.replicas_version += 1
             return
         record.model, record.inventory = model, inventory
         record.replica_source, record.replica_key = SOURCE_COUNTS, key
@@ -462,6 +467,7 @@ class Cluster:
 
     def _replay(self, record: NodeRecord) -> None:
         """Re-admit the node's known pods into a fresh replica, oldest first."""
+        self.replicas_version += 1
         for entry in sorted(record.pods.values(), key=lambda e: e.since):
             admission = record.model.admit(entry.pod)  # type: ignore[union-attr]
             if admission.admitted:

@@ -1,6 +1,7 @@
 """``NodeTable``: the cluster as NumPy arrays, so filters and scores run over every node at once.
 
-Rows are nodes, in the order they were first seen. Node-level arrays hold allocatable, requested
+Rows are nodes, in the order they were first seen; the rows of removed nodes are dropped once
+there are many of them, the others keeping their order (:meth:`NodeTable.refresh`). Node-level arrays hold allocatable, requested
 and free per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
 give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
 A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
@@ -117,12 +118,16 @@ class NodeTable:
         self._all_rows = np.arange(0)
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
+        # Rows of removed nodes tolerated (beyond a quarter of the live ones) before the table drops
+        # them and renumbers the rest (see _compact); ``layout`` counts those renumberings.
+        self.dead_rows_kept = _DEAD_ROWS_KEPT
+        self.layout = 0
 
     # ---- views (length = number of rows) ---------------------------------------------------------
 
     @property
     def size(self) -> int:
-        """Number of rows (nodes ever seen; removed nodes stay as dead rows)."""
+        """Number of rows: the live nodes and the dead rows of removed ones not yet dropped (:meth:`refresh`)."""
         return len(self.names)
 
     @property
@@ -308,6 +313,38 @@ class NodeTable:
             half = len(self._changes) // 2
             del self._changes[:half]
             self._changes_dropped += half
+        if self.size - self._live_count > max(self.dead_rows_kept, self._live_count // 4):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the rows of removed nodes and renumber the others, keeping their order.
+
+        Without this a cluster whose nodes come and go (autoscaling, spot instances) would grow
+        the table, and with it every pod's work, without bound. The live rows keep their relative
+        order, so "the lowest row" among equally scored nodes is the same node as before. Every
+        earlier stamp becomes too old (:meth:`changed_since` answers None), so each cache keyed by
+        row rebuilds; :attr:`layout` is bumped for those that key rows by other means.
+        """
+        keep = np.flatnonzero(self._live[: self.size])
+        renumber = {int(old): new for new, old in enumerate(keep.tolist())}
+        for name in _ROW_ARRAYS:
+            old = getattr(self, name)
+            array = np.zeros_like(old)
+            array[..., : len(keep)] = old[..., keep]
+            setattr(self, name, array)
+        for key, column in self._label_columns.items():
+            array = np.full_like(column, -1)
+            array[: len(keep)] = column[keep]
+            self._label_columns[key] = array
+        self.names = [self.names[row] for row in keep.tolist()]
+        self.index = {name: row for row, name in enumerate(self.names)}
+        self._specs = {renumber[row]: spec for row, spec in self._specs.items() if row in renumber}
+        self._sources = {renumber[row]: source for row, source in self._sources.items() if row in renumber}
+        self._values.clear()
+        self._views.clear()
+        self._changes_dropped, self._changes = self.stamp + 1, []
+        self._since_at, self._since = -1, {}
+        self.layout += 1
 
     def _row(self, name: str) -> int:
         row = self.index.get(name)
@@ -322,8 +359,7 @@ class NodeTable:
 
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
-        for name in ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy", "_pod_scope",
-                     "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class"):
+        for name in _ROW_ARRAYS:
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(old.shape[:-1] + (extra,), old.dtype)], axis=-1))
         for key, column in self._label_columns.items():
@@ -465,6 +501,9 @@ class NodeTable:
                 self._zfree[col, slot, row] = value  # indexed after resolving: adding a column replaces the arrays
 
 
+_ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy",
+               "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class")
+_DEAD_ROWS_KEPT = 64
 _DERIVED = frozenset(("free", "zmax", "zsum"))  # arrays computed from others at the rows that changed (_derive)
 
 

@@ -71,6 +71,7 @@ from toposched.scheduler.intent import (
 )
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import CPUOrchestrationArgs, plugin_args
+from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.row_memo import RowMemo
 from toposched.scheduler.plugins.rows import ReasonCodes, filter_rows, refusals_few
@@ -677,8 +678,8 @@ class FlaggedNodes:
         self._flagged: set[str] = set()
         self._dirty: set[str] = set(cluster.nodes)
         self._changes = 0  # how often the flagged set changed: the rows below are for one count
-        # per table: (changes, its size, the flagged rows) as of the last positions()
-        self._rows: weakref.WeakKeyDictionary[NodeTable, tuple[int, int, np.ndarray]] = weakref.WeakKeyDictionary()
+        # per table: (changes, its size and layout, the flagged rows) as of the last positions()
+        self._rows: weakref.WeakKeyDictionary[NodeTable, tuple[int, int, int, np.ndarray]] = weakref.WeakKeyDictionary()
         cluster.subscribe(self._mark)
 
     def _mark(self, name: str) -> None:
@@ -704,10 +705,10 @@ class FlaggedNodes:
         or the table's rows change: most pods change neither, and hundreds of nodes may be flagged)."""
         names = self.names()
         kept = self._rows.get(table)
-        if kept is None or kept[:2] != (self._changes, table.size):
-            kept = self._rows[table] = (self._changes, table.size,
+        if kept is None or kept[:3] != (self._changes, table.size, table.layout):
+            kept = self._rows[table] = (self._changes, table.size, table.layout,
                                         np.array([table.index[n] for n in names if n in table.index], dtype=np.int64))
-        flagged = kept[2]
+        flagged = kept[3]
         if not len(flagged):
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(np.isin(rows, flagged))
@@ -791,6 +792,17 @@ class _Verdict:
     numa_policy: str = "none"
 
 
+def _read_info(record: NodeRecord) -> _NodeInfo:
+    """How the node binds CPUs: by the agent or the kubelet, and the bind policy it forces (or why that cannot be read)."""
+    try:
+        agent = cpu_enforcement(record) == ENFORCEMENT_AGENT
+        full_only = bool(record.model and record.model.cpu and record.model.cpu.options.full_pcpus_only)
+        return _NodeInfo(agent, node_cpu_bind_policy(record.spec.labels, kubelet_full_pcpus_only=full_only,
+                                                     node_name=record.name))
+    except InputError as err:
+        return _NodeInfo(error=f"cannot tell how the node binds CPUs: {err}")
+
+
 @registry.register
 class CPUOrchestration:
     """Exact cpusets honouring FullPCPUs / SpreadByPCPUs and PCPULevel / NUMANodeLevel; see the module notes.
@@ -809,10 +821,10 @@ class CPUOrchestration:
         args = plugin_args(CPUOrchestrationArgs, args, self.name)
         self.default_policy = args.default_cpu_bind_policy
         self.strategy = args.numa_allocate_strategy
-        self._infos: dict[str, tuple[Any, Any, Any, _NodeInfo]] = {}
+        self._infos: NodeCache[_NodeInfo] = NodeCache()
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
         self._memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
-        self._node_facts: dict[str, tuple[Any, Any, Any, _NodeFacts]] = {}
+        self._node_facts: NodeCache[_NodeFacts] = NodeCache()
 
     # ---- the pod
 
@@ -850,18 +862,7 @@ class CPUOrchestration:
     # ---- the node
 
     def _node_info(self, record: NodeRecord) -> _NodeInfo:
-        cached = self._infos.get(record.name)
-        if cached is not None and cached[0] is record.nrt and cached[1] is record.model and cached[2] is record.spec:
-            return cached[3]
-        try:
-            agent = cpu_enforcement(record) == ENFORCEMENT_AGENT
-            full_only = bool(record.model and record.model.cpu and record.model.cpu.options.full_pcpus_only)
-            info = _NodeInfo(agent, node_cpu_bind_policy(record.spec.labels, kubelet_full_pcpus_only=full_only,
-                                                         node_name=record.name))
-        except InputError as err:
-            info = _NodeInfo(error=f"cannot tell how the node binds CPUs: {err}")
-        self._infos[record.name] = (record.nrt, record.model, record.spec, info)
-        return info
+        return self._infos.read(record.name, (record.nrt, record.model, record.spec), lambda: _read_info(record))
 
     def _flagged(self, cluster: Cluster) -> FlaggedNodes:
         """Nodes that force a bind policy or whose CPU binding cannot be read: the only ones a pod without a policy can fail on."""
@@ -875,12 +876,7 @@ class CPUOrchestration:
 
     def _facts(self, node: NodeRecord) -> _NodeFacts:
         """What the node-level checks read of ``node`` (kept until its report, replica or spec changes)."""
-        cached = self._node_facts.get(node.name)
-        if cached is not None and cached[0] is node.nrt and cached[1] is node.model and cached[2] is node.spec:
-            return cached[3]
-        facts = self._read_facts(node)
-        self._node_facts[node.name] = (node.nrt, node.model, node.spec, facts)
-        return facts
+        return self._node_facts.read(node.name, (node.nrt, node.model, node.spec), lambda: self._read_facts(node))
 
     def _read_facts(self, node: NodeRecord) -> _NodeFacts:
         model = node.model
@@ -996,6 +992,8 @@ class CPUOrchestration:
         """The per-node verdict for every row: only the rows that can fail are evaluated node by node.
         Each refused row keeps its per-node code (UnschedulableAndUnresolvable where the node can never
         bind the pod's CPUs as asked)."""
+        self._infos.forget_departed(table.cluster.nodes)
+        self._node_facts.forget_departed(table.cluster.nodes)
         request = self._request(state, pod)
         if request.refusal is not None:
             return np.zeros(len(rows), dtype=bool), reason_of(request.refusal)

@@ -49,6 +49,7 @@ from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons
 from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
 from toposched.scheduler.plugins.gpu_rows import GPURows, RowGPUs
+from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
 from toposched.topology.model import DeviceKind
@@ -83,7 +84,7 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
     """
     key = _state_key(node, default_memory)
     known = _STATES.get(id(node))
-    if known is not None and known[0] == key and known[1] is node:
+    if known is not None and known[0] == key and known[1]() is node:
         return known[2]
     gpus = inventory_gpus(node.inventory, default_memory=default_memory) if node.inventory is not None else ()
     state = NodeGPUState(gpus, key[2])
@@ -102,13 +103,14 @@ def _state_key(node: NodeRecord, default_memory: int) -> tuple:
 
 
 def _remember_state(node: NodeRecord, key: tuple, state: NodeGPUState) -> None:
-    if len(_STATES) > 65536:
-        _STATES.clear()
-    _STATES[id(node)] = (key, node, state)
+    # The record is held weakly and its entry goes with it: a removed node's record (and the
+    # replica it holds) must not outlive the node because its GPUs were once looked at.
+    ident = id(node)
+    _STATES[ident] = (key, weakref.ref(node, lambda _, ident=ident: _STATES.pop(ident, None)), state)
 
 
-# id(node record) -> (what the state was computed from, the record, the state)
-_STATES: dict[int, tuple[tuple, NodeRecord, NodeGPUState]] = {}
+# id(node record) -> (what the state was computed from, the record (weakly), the state)
+_STATES: dict[int, tuple[tuple, weakref.ref[NodeRecord], NodeGPUState]] = {}
 
 
 def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice] | None) -> set[str]:
@@ -267,7 +269,7 @@ class GPUShare:
         self._kept: weakref.WeakKeyDictionary[Cluster, _NodeGPUsKept] = weakref.WeakKeyDictionary()
         self._gpu_rows_kept: weakref.WeakKeyDictionary[NodeTable, GPURows] = weakref.WeakKeyDictionary()
         # node -> (the GPU state and kubelet device maps its row was read from, the row)
-        self._row_facts: dict[str, tuple[tuple[Any, Any, Any], RowGPUs]] = {}
+        self._row_facts: NodeCache[RowGPUs] = NodeCache()
 
     def set_target_workload(self, tasks: Sequence[Task], *, coverage: float = 1.0) -> None:
         """The pods FGD measures fragmentation against (the paper: the trace's typical pods)."""
@@ -409,8 +411,10 @@ class GPUShare:
 
     def _row_gpus(self, table: NodeTable, row: int) -> RowGPUs | None:
         """One row's GPUs as :meth:`filter` and the policies' views read them; None where the node is gone."""
-        node = table.cluster.nodes.get(table.names[row])
+        nodes = table.cluster.nodes
+        node = nodes.get(table.names[row])
         if node is None:
+            self._row_facts.forget_departed(nodes)
             return None
         if node.inventory is None or not _gpu_resources(node.inventory):
             return _NO_GPUS
@@ -422,21 +426,7 @@ class GPUShare:
         gpus = known.state
         manager = node.model.devices if node.model is not None else None
         sources = (gpus, manager.state.allocations, manager.state.healthy) if manager is not None else (gpus, None, None)
-        kept = self._row_facts.get(node.name)
-        if kept is not None and all(a is b for a, b in zip(kept[0], sources)):
-            return kept[1]
-        busy = known.busy
-        whole = {}
-        if manager is not None:
-            for resource in _gpu_resources(node.inventory):
-                if resource in manager.resources:
-                    free = manager.available(resource)
-                    whole[resource] = (len(free), len(free - known.shared))
-        fact = RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
-                       gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
-                       known.free if gpus.devices else (), whole)
-        self._row_facts[node.name] = (sources, fact)
-        return fact
+        return self._row_facts.read(node.name, sources, lambda: _row_gpus(known, node, manager))
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
         """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
@@ -610,3 +600,19 @@ def _with_shares(placement: Placement, pod: Pod, allocation: GPUAllocation, anno
         containers[name] = dataclasses.replace(current, devices={**current.devices, _SHARE_PREFIX: allocation.devices})
     return dataclasses.replace(placement, containers=containers,
                                extra_annotations={**placement.extra_annotations, DEVICE_ALLOCATED: annotation})
+
+
+def _row_gpus(known: _NodeGPUs, node: NodeRecord, manager: Any) -> RowGPUs:
+    """A GPU server's row as GPUShare reads it: its GPUs' shares and memory, the ones its kubelet
+    holds whole (``manager``, the replica's device manager, if any) and what of each GPU
+    resource the kubelet could still hand out."""
+    gpus, busy = known.state, known.busy
+    whole = {}
+    if manager is not None:
+        for resource in _gpu_resources(node.inventory):
+            if resource in manager.resources:
+                free = manager.available(resource)
+                whole[resource] = (len(free), len(free - known.shared))
+    return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
+                   gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
+                   known.free if gpus.devices else (), whole)

@@ -36,7 +36,10 @@ class RowMemo:
         """Bring every row up to date with the table (as of its last refresh)."""
         size = table.size
         rows = table.changed_since(self._stamp) if self._stamp is not None else None
-        if len(self.cls) < size:
+        if rows is None:  # every row is read again (also after the table renumbered its rows)
+            self.cls = np.full(size, -1, dtype=np.int64)
+            self.values = np.zeros((size, self.width), dtype=np.int64)
+        elif len(self.cls) < size:
             grown = size - len(self.cls)
             self.cls = np.concatenate([self.cls, np.full(grown, -1, dtype=np.int64)])
             self.values = np.concatenate([self.values, np.zeros((grown, self.width), dtype=np.int64)])

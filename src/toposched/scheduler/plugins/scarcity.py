@@ -38,6 +38,7 @@ it has no opinion (100 everywhere) and the other scores decide.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +49,7 @@ from toposched.kubelet.memory_manager import hugepage_resource_name
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.plugin_args import ScarcityScoreArgs, plugin_args
+from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
 from toposched.scheduler.table import NodeTable
@@ -78,8 +80,8 @@ class ScarcityScore:
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
         self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, tuple, np.ndarray, np.ndarray] | None = None  # see _held_all
-        self._hardware: dict[int, tuple[Any, list[dict[str, int]]]] = {}  # id(replica) -> (replica, its empty zones)
-        self._alike_known: tuple[int, bool] | None = None  # (number of nodes, whether their hardware is alike)
+        self._hardware: NodeCache[list[dict[str, int]]] = NodeCache()  # per node: its replica's empty zones
+        self._alike_known: tuple[weakref.ref[Cluster], int, bool] | None = None  # (cluster, its replicas' version, alike?)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
         self._losses: tuple[np.ndarray, np.ndarray] | None = None  # see _values
         self._stacked: tuple[int, list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _stacked_plan
@@ -325,23 +327,22 @@ class ScarcityScore:
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
-        capacity is rarer on one node than on another. Known until the set of nodes changes."""
-        key = len(cluster.nodes)
-        if self._alike_known is not None and self._alike_known[0] == key:
-            return self._alike_known[1]
+        capacity is rarer on one node than on another. Known until a node leaves or a replica is replaced."""
+        known = self._alike_known
+        if known is not None and known[0]() is cluster and known[1] == cluster.replicas_version:
+            return known[2]
+        self._hardware.forget_departed(cluster.nodes)
         kinds = set()
         for record in cluster.nodes.values():
             model = record.model
             if model is None or model.cpu is None:
                 continue
-            zones = self._hardware.get(id(model))
-            if zones is None or zones[0] is not model:
-                zones = self._hardware[id(model)] = (model, _empty_zones(model))
-            kinds.add(tuple(tuple(sorted(z.items())) for z in zones[1]))
+            zones = self._hardware.read(record.name, (model,), lambda model=model: _empty_zones(model))
+            kinds.add(tuple(tuple(sorted(z.items())) for z in zones))
             if len(kinds) > 1:
                 break
-        self._alike_known = (key, len(kinds) <= 1)
-        return self._alike_known[1]
+        self._alike_known = (weakref.ref(cluster), cluster.replicas_version, len(kinds) <= 1)
+        return self._alike_known[2]
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` for a few rows, in plain Python (the same arithmetic).

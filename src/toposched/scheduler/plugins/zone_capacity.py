@@ -56,6 +56,7 @@ from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, StateKey, 
 from toposched.scheduler.intent import NodePolicy, effective_policy, node_topology_policy, pod_intent
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.plugins.cpu_orchestration import FlaggedNodes
+from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import POD_INTENT
 from toposched.scheduler.plugins.rows import filter_rows, refusals_few
 from toposched.scheduler.status import Status
@@ -168,6 +169,14 @@ class _Demand:
 _DEMAND: StateKey[_Demand] = StateKey("demand", "ZoneCapacity")
 
 
+def _read_capacities(record: NodeRecord) -> dict[int, int] | str:
+    """The node's capped zones, or the reason they cannot be read."""
+    try:
+        return zone_capacities(record)
+    except InputError as err:
+        return f"unusable NUMA zone CPU capacity: {err}"
+
+
 @registry.register
 class ZoneCapacity:
     """A NUMA zone's ``toposched.io/cpu-capacity`` attribute caps the CPU its pods take; see the module notes."""
@@ -178,7 +187,7 @@ class ZoneCapacity:
     def __init__(self, args: Mapping[str, Any]) -> None:
         if args:
             raise InputError(f"takes no arguments, got {sorted(args)}", field=f"{self.name}.args")
-        self._caps: dict[str, tuple[Any, Any, dict[int, int] | str]] = {}
+        self._caps: NodeCache[dict[int, int] | str] = NodeCache()
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
 
     # ---- reading
@@ -203,15 +212,7 @@ class ZoneCapacity:
 
     def _capacities(self, record: NodeRecord) -> dict[int, int] | str:
         """The node's capped zones, or the reason they cannot be read (kept until the node's data changes)."""
-        cached = self._caps.get(record.name)
-        if cached is not None and cached[0] is record.nrt and cached[1] is record.model:
-            return cached[2]
-        try:
-            caps: dict[int, int] | str = zone_capacities(record)
-        except InputError as err:
-            caps = f"unusable NUMA zone CPU capacity: {err}"
-        self._caps[record.name] = (record.nrt, record.model, caps)
-        return caps
+        return self._caps.read(record.name, (record.nrt, record.model), lambda: _read_capacities(record))
 
     def _flagged(self, cluster: Cluster) -> FlaggedNodes:
         """Nodes with a capped zone or an unreadable capacity: the only ones this plugin judges."""
@@ -283,6 +284,7 @@ class ZoneCapacity:
         """The per-node verdict for every row; only rows whose node has capped zones are evaluated
         (each refused row keeps its per-node code: an unusable capacity is UnschedulableAndUnresolvable)."""
         ok = np.ones(len(rows), dtype=bool)
+        self._caps.forget_departed(table.cluster.nodes)
         positions = self._flagged(table.cluster).positions(table, rows)
         if not len(positions) or not self._demand(state, pod).total:
             return ok, ""
