@@ -29,7 +29,12 @@ would draw them (what a user's cluster has that the default mix lacks):
   ephemeral storage; init containers as large as the app; 10% with a nodeSelector on the nodes'
   zone label; bind and NUMA policy annotations; Burstable pods with CPU limits.
 
-    python benchmarks/realistic.py --nodes 5000 --pods 10000 [--mix wide] [--cpu-time] [--json OUT.json]
+``--replace-every K`` also replaces a node every ``K`` arrivals, as autoscaled pools and spot
+instances do: a random node leaves with its pods (``Cluster.remove_node``) and a node of the same
+hardware, kubelet, labels and taints joins under a new name. The replacement is timed apart (it
+is not a scheduling decision); the decisions after it show what a changing set of nodes costs.
+
+    python benchmarks/realistic.py --nodes 5000 --pods 10000 [--mix wide] [--replace-every K] [--cpu-time] [--json OUT.json]
 
 Prints pods/s, ms per decision (mean, p50, p99) overall and per class of pod, the classes the
 slowest 1% of decisions belong to (what the p99 is made of), peak RSS, and
@@ -366,12 +371,28 @@ def decision_record(decision: Any) -> list[Any]:
     return [decision.pod, decision.node, placement]
 
 
+def replace_node(cluster: Cluster, running: list[Pod], rnd: random.Random, serial: int) -> list[Pod]:
+    """A random node leaves with its pods and one of its kind joins as ``joined-<serial>``; the
+    running pods that are left."""
+    leaving = rnd.choice(sorted(cluster.nodes))
+    record = cluster.nodes[leaving]
+    model = record.model
+    cluster.remove_node(leaving)
+    spec = NodeSpec(f"joined-{serial:06d}", labels=record.spec.labels, taints=record.spec.taints)
+    if model is not None:
+        cluster.set_node(spec, machine=model.machine, kubelet_config=model.config)
+    else:
+        cluster.set_node(spec)
+    return [pod for pod in running if (pod.uid or pod.key) in cluster.pod_node]
+
+
 def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callable[[], float] = time.perf_counter,
         delete_via: str = "forget", phases: bool = False, record: list | None = None,
-        callgrind: bool = False, mix: str = "default") -> dict[str, Any]:
+        callgrind: bool = False, mix: str = "default", replace_every: int = 0) -> dict[str, Any]:
     """Build, pre-fill, then time ``pods`` arrivals each after a deletion. ``record`` collects every
     decision; ``callgrind`` switches callgrind's instrumentation on for the timed loop only; ``mix``
-    names the cluster and pods (:data:`MIXES`)."""
+    names the cluster and pods (:data:`MIXES`); ``replace_every`` replaces a node every that many
+    arrivals (0: never)."""
     t0 = time.perf_counter()
     build, make_pod = MIXES[mix]
     cluster = build(n_nodes, seed)
@@ -407,12 +428,17 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
         timer.wrap(scheduler, "bound", "bound")
     arrivals = [make_pod(prefill + i, rnd) for i in range(pods)]
     victims = [rnd.random() for _ in range(pods)]
-    latencies, delete_times, scheduled = [], [], 0
+    latencies, delete_times, replace_times, scheduled = [], [], [], 0
+    churn = random.Random(seed + 2)  # which nodes leave: apart from the pods' draws
     if callgrind:
         callgrind_instrument(True)
     start = clock()
     for i, pod in enumerate(arrivals):
         now += 0.01
+        if replace_every and i % replace_every == replace_every - 1:
+            t_replace = clock()
+            running = replace_node(cluster, running, churn, len(replace_times))
+            replace_times.append((clock() - t_replace) * 1000)
         t1 = clock()
         if running:
             k = int(victims[i] * len(running))
@@ -456,6 +482,9 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
         "p50_ms": ordered[len(ordered) // 2],
         "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
         "delete_mean_ms": statistics.fmean(delete_times),
+        "replaced_nodes": len(replace_times),
+        "replace_mean_ms": statistics.fmean(replace_times) if replace_times else 0.0,
+        "table_rows": scheduler.table.size,
         "by_kind": {k: {"pods": len(v), "mean_ms": statistics.fmean(v), "p99_ms": sorted(v)[min(len(v) - 1, int(0.99 * len(v)))]}
                     for k, v in sorted(by_kind.items())},
         "slowest_1pct_by_kind": dict(tail.most_common()),
@@ -485,6 +514,8 @@ def main() -> int:
     parser.add_argument("--mix", choices=sorted(MIXES), default="default",
                         help="the cluster and pods: the default mix, or 'wide' (other hardware, kubelet options, taints, selectors)")
     parser.add_argument("--delete-via", choices=("forget", "unreserve"), default="forget")
+    parser.add_argument("--replace-every", type=int, default=0, metavar="K",
+                        help="replace a random node by a new one of its kind every K arrivals (0: never)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this process's CPU time instead of wall time (for a busy machine)")
     parser.add_argument("--phases", action="store_true", help="also a second run with per-phase timers")
@@ -498,7 +529,7 @@ def main() -> int:
     unit = " (CPU time)" if args.cpu_time else ""
     records: list | None = [] if args.digest else None
     figures = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, record=records,
-                  callgrind=args.callgrind, mix=args.mix)
+                  callgrind=args.callgrind, mix=args.mix, replace_every=args.replace_every)
     figures["clock"] = "cpu" if args.cpu_time else "wall"
     print(f"{figures['nodes']} heterogeneous nodes ({args.mix} mix), {figures['running_at_start']} pods running, "
           f"{figures['pods']} arrivals each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, "
@@ -506,6 +537,9 @@ def main() -> int:
           f"deletion {figures['delete_mean_ms']:.3f} ms, "
           f"scheduled {figures['scheduled']} (built in {figures['build_seconds']:.1f} s, "
           f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
+    if figures["replaced_nodes"]:
+        print(f"  {figures['replaced_nodes']} nodes replaced ({figures['replace_mean_ms']:.2f} ms each); "
+              f"the table has {figures['table_rows']} rows for {args.nodes} nodes", flush=True)
     for name, row in figures["by_kind"].items():
         print(f"  {name:12s} {row['pods']:6d} pods  mean {row['mean_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms", flush=True)
     print("  the slowest 1%: " + ", ".join(f"{n} {k}" for k, n in figures["slowest_1pct_by_kind"].items()), flush=True)
@@ -513,7 +547,8 @@ def main() -> int:
         figures["digest"] = digest(records)
         print(f"decisions digest {figures['digest']}", flush=True)
     if args.phases:
-        timed = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, phases=True, mix=args.mix)
+        timed = run(args.nodes, args.pods, args.seed, args.per_node, clock, args.delete_via, phases=True, mix=args.mix,
+                    replace_every=args.replace_every)
         figures["phases_ms_per_pod"] = timed["phases_ms_per_pod"]
         figures["phases_calls"] = timed["phases_calls"]
         figures["phases_run_mean_ms"] = timed["mean_ms"]

@@ -206,7 +206,7 @@ def gpu_rows_equal(kept: GPURows, fresh: GPURows) -> None:
                           st.sampled_from([10, 25, 50, 100]), st.booleans()), min_size=1, max_size=25))
 def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
     """GPUShare's per-row GPU arrays, brought up to date at the changed rows only, always equal the
-    arrays built from every row: shares and whole GPUs placed and released, nodes removed."""
+    arrays built from every row: shares and whole GPUs placed and released, nodes removed and added."""
     cluster = Cluster()
     for i in range(3):
         cluster.set_node(NodeSpec(f"gpu{i}"), machine=GPU_SERVER.machine, kubelet_config=GPU_SERVER.kubelet,
@@ -229,6 +229,9 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
             sched.cluster.forget(placed.pop(0), float(i))
         if i == 10:
             cluster.remove_node("gpu2")
+        if i in (4, 12):  # a GPU server joins: its row is new to the arrays kept
+            cluster.set_node(NodeSpec(f"joined{i}"), machine=GPU_SERVER.machine, kubelet_config=GPU_SERVER.kubelet,
+                             device_plugins={r: list(d) for r, d in (GPU_SERVER.device_plugins or {}).items()})
         sched.table.refresh()
         kept = plugin._rows(sched.table)
         fresh = GPURows().update(sched.table, lambda row: plugin._row_gpus(sched.table, row))

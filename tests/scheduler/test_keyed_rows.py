@@ -1,7 +1,7 @@
 """Keyed per-plugin answers (KeyedFilter/KeyedScore, kept per key for every row) decide as computing them afresh.
 
 GPU pods of the benchmarks' mix (whole GPUs with HCAs under a PCIe scope, GPU shares) on a
-cluster with GPU servers, with deletions between arrivals: a scheduler whose keyed filters and
+cluster with GPU servers, with deletions between arrivals and nodes replaced: a scheduler whose keyed filters and
 scores are switched off, and one that keeps them, give every pod the same node, placement,
 status and reasons.
 """
@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from tests.scheduler.test_decisions_identical import _bench
-from toposched.scheduler import Scheduler, load_profile
+from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
+from toposched.scheduler.keyed import KeyedRows
+from toposched.scheduler.table import NodeTable
 
 
 def _decisions(keyed: bool) -> list[tuple]:
@@ -27,6 +31,8 @@ def _decisions(keyed: bool) -> list[tuple]:
     for i in range(400):
         if running and rnd.random() < 0.4:
             cluster.forget(running.pop(rnd.randrange(len(running))), float(i))
+        if i % 40 == 20:  # a node is replaced by a new one of its kind: a new row, and one gone
+            running = bench.replace_node(cluster, running, rnd, i)
         pod = bench.make_pod(i, rnd)
         decision = scheduler.schedule(pod, now=float(i))
         out.append((decision.node, decision.placement, decision.status, decision.reasons))
@@ -40,3 +46,25 @@ def test_keyed_answers_decide_as_fresh_ones() -> None:
     assert _decisions(keyed=True) == _decisions(keyed=False)
     assert any(flag for flag in Scheduler(_bench("realistic").build_cluster(2, seed=3), load_profile("toposched"))
                .runner.keyed_filter)
+
+
+def test_a_node_that_joins_is_computed_for_every_key_kept() -> None:
+    """A key's values are kept for the rows known; a node that joins adds a row that is computed
+    the next time the key is asked about, and only that row."""
+    cluster = Cluster()
+    for name in ("n0", "n1"):
+        cluster.set_node(NodeSpec(name, allocatable={"cpu": 1000}))
+    table = NodeTable(cluster)
+    table.refresh()
+    keyed = KeyedRows(table)
+    computed: list[list[int]] = []
+
+    def compute(rows: np.ndarray) -> np.ndarray:
+        computed.append(rows.tolist())
+        return rows * 10 + 1
+
+    assert keyed.values("key", table.all_rows(), compute).tolist() == [1, 11]
+    cluster.set_node(NodeSpec("n2", allocatable={"cpu": 1000}))
+    table.refresh()
+    assert keyed.values("key", table.all_rows(), compute).tolist() == [1, 11, 21]
+    assert computed == [[0, 1], [2]]

@@ -141,7 +141,8 @@ def test_the_few_rows_form_equals_the_vector_form():
 def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
     """The per-row counts ScarcityScore keeps (what each row's zones hold of each target shape, its
     free CPU and memory, their quotients), brought up to date at the changed rows, equal the counts
-    computed over every row, as pods of random sizes come and go on 20 nodes of two kinds."""
+    computed over every row, as pods of random sizes come and go on 20 nodes of two kinds and
+    nodes join."""
     c = Cluster()
     for i in range(10):
         c.set_node(NodeSpec(f"metal{i}", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB,
@@ -158,6 +159,9 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
             placed.append(pod)
         if release and placed:
             c.forget(placed.pop(0), float(i))
+        if i % 6 == 5:  # a node joins: its row is new to what the plugin keeps
+            c.set_node(NodeSpec(f"joined{i}", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB,
+                                                          "pods": 110}), machine=machine(2, 16, 8), kubelet_config=CONFIG)
         if not plugin._target:
             continue
         sched.table.refresh()

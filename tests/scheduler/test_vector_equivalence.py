@@ -385,7 +385,9 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
         event(f"scheduled={first.node is not None}")
         if first.node is not None:
             placed.append(pod)
-        action = data.draw(st.sampled_from(("none", "bind", "unreserve", "foreign", "report", "cordon")), label="then")
+        action = data.draw(st.sampled_from(("none", "bind", "unreserve", "foreign", "report", "cordon", "join")),
+                           label="then")
+        newcomer = data.draw(st.sampled_from(description.nodes), label="joining")
         for scheduler in (cached, plain):
             cluster = scheduler.cluster
             if settle(scheduler, pod, action, first, now):
@@ -400,6 +402,8 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
             elif action == "cordon":
                 spec = cluster.nodes[node_names[i % len(node_names)]].spec
                 cluster.set_node(dataclasses.replace(spec, unschedulable=not spec.unschedulable))
+            elif action == "join":  # the cached shapes' rows grow by the new node's
+                newcomer.add_to(cluster, f"joined-{i}", now=now)
 
 
 def without_gone(decision: Decision) -> tuple:

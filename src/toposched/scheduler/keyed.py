@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, grown
 
 __all__ = ["KeyedRows"]
 
@@ -29,11 +29,11 @@ class KeyedRows:
         table = self.table
         size = table.size
         entry = self._entries.pop(key, None)
-        changed = table.changed_since(entry[2]) if entry is not None and len(entry[0]) == size else None
+        changed = table.changed_since(entry[2]) if entry is not None and len(entry[0]) <= size else None
         if entry is None or changed is None:
             values, known = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=bool)
-        else:
-            values, known = entry[0], entry[1]
+        else:  # rows of nodes that joined since are new and unknown
+            values, known = grown(entry[0], size), grown(entry[1], size, False)
             known[changed] = False
         missing = rows[~known[rows]]
         if len(missing):

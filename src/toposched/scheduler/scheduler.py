@@ -31,7 +31,7 @@ from toposched.scheduler.keyed import KeyedRows
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.runner import Runner
 from toposched.scheduler.status import Code, Status, code_of, reason_of
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, grown
 from toposched.workload import Pod
 
 __all__ = ["Decision", "Scheduler"]
@@ -213,9 +213,12 @@ class Scheduler:
         normalizing = self.runner.normalizing(state, pod)
         cached = self._cache.get(key) if key is not None else None
         rows = None
-        if cached is not None and len(cached[0]) == size and tuple(cached[3]) == normalizing:
+        if cached is not None and len(cached[0]) <= size and tuple(cached[3]) == normalizing:
             verdict, total, candidates, raws, stamp = cached
             rows = self.table.changed_since(stamp)
+            if rows is not None and len(verdict) < size:  # nodes joined: their rows are among the changed ones
+                verdict, total, candidates = grown(verdict, size, _FEASIBLE), grown(total, size), grown(candidates, size)
+                raws = {i: grown(raw, size) for i, raw in raws.items()}
         if rows is None and size > self.few_rows:  # every row: the evaluation's arrays are the shape's
             verdict, total, raws = self._evaluate_rows(state, pod, self.table.all_rows(), normalizing)
             candidates = np.where(verdict == _FEASIBLE, total, _NO_SCORE)

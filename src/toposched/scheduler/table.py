@@ -32,7 +32,7 @@ import numpy as np
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.nodes import NodeSpec, Taint
 
-__all__ = ["POLICY_CODES", "NodeTable", "RowValues"]
+__all__ = ["POLICY_CODES", "NodeTable", "RowValues", "grown"]
 
 DEFAULT_MAX_PODS = 110
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
@@ -499,6 +499,16 @@ class NodeTable:
             for resource, value in zone.items():
                 col = index[resource] if resource in index else self.zone_column(resource)
                 self._zfree[col, slot, row] = value  # indexed after resolving: adding a column replaces the arrays
+
+
+def grown(array: np.ndarray, size: int, fill: object = 0) -> np.ndarray:
+    """``array`` (rows along its last axis) with rows added up to ``size``, filled with ``fill``; the
+    same array when it has them. For a cache over the table's rows when nodes joined: the new rows
+    are among :meth:`NodeTable.changed_since`, so only they need computing."""
+    missing = size - array.shape[-1]
+    if missing <= 0:
+        return array
+    return np.concatenate([array, np.full(array.shape[:-1] + (missing,), fill, dtype=array.dtype)], axis=-1)
 
 
 _ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy",

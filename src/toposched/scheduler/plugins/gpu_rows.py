@@ -16,7 +16,7 @@ import numpy as np
 
 from toposched.devices.fgd import MILLI, NodeBatch
 from toposched.devices.share import GPURequest
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, grown
 
 __all__ = ["GPURows", "RowGPUs"]
 
@@ -65,11 +65,13 @@ class GPURows:
         """Bring the arrays up to date with ``table`` (as of its last refresh), reading each changed
         row with ``read`` (None for a row whose node is gone); every row when the table grew, the
         widest node gained GPUs or a new whole-GPU resource appeared."""
-        rows = table.changed_since(self._stamp) if len(self.count) == table.size else None
+        rows = table.changed_since(self._stamp) if len(self.count) <= table.size else None
         stamp = table.stamp
         if rows is None:
             self._rebuild(table, read, self._width)
         else:
+            if len(self.count) < table.size:  # nodes joined: their rows are among the changed ones
+                self._extend(table.size)
             facts = [(row, read(row)) for row in rows.tolist()]
             widest = max((len(f.memory) for _, f in facts if f is not None), default=0)
             new = any(r not in self.whole for _, f in facts if f is not None for r in f.whole)
@@ -80,6 +82,18 @@ class GPURows:
                     self._write(row, fact)
         self._stamp = stamp
         return self
+
+    def _extend(self, size: int) -> None:
+        """Rows added up to ``size``, empty (no node) until written."""
+        added = size - len(self.models)
+        self.count, self.smallest = grown(self.count, size), grown(self.smallest, size)
+        for name in ("memory", "used_core", "used_memory", "busy", "free_milli"):  # rows first here
+            array = getattr(self, name)
+            setattr(self, name, np.concatenate([array, np.zeros((added, self._width), dtype=array.dtype)]))
+        for resource, arrays in self.whole.items():
+            self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
+        self.models += [""] * added
+        self._facts += [None] * added
 
     def _rebuild(self, table: NodeTable, read: Callable[[int], RowGPUs | None], width: int) -> None:
         facts = [read(row) for row in range(table.size)]

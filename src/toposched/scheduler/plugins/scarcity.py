@@ -52,7 +52,7 @@ from toposched.scheduler.plugin_args import ScarcityScoreArgs, plugin_args
 from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, grown
 from toposched.workload import GUARANTEED, Pod
 
 __all__ = ["ScarcityScore"]
@@ -272,8 +272,10 @@ class ScarcityScore:
         cached = self._vector
         shapes = tuple(shape for shape, _ in self._target)
         rows: np.ndarray | None = None
-        if cached is not None and cached[2].shape[1] == size:
-            rows = table.changed_since(cached[1])
+        if cached is not None and cached[2].shape[1] <= size:
+            rows = table.changed_since(cached[1])  # nodes that joined are among the changed rows
+            if rows is not None and cached[2].shape[1] < size:
+                cached = (*cached[:2], *(grown(a, size) if isinstance(a, np.ndarray) else a for a in cached[2:]))
         if rows is not None and cached[0] != self.shape_version:  # type: ignore[index]
             totals, free, holds, quot, rem = self._retargeted(table, cached, shapes, cols, needs)
         elif rows is None:
