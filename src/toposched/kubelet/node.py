@@ -52,8 +52,8 @@ _NO_HINT = TopologyHint(None, False)
 
 
 @contextmanager
-def _collector_paused(pause: bool) -> Iterator[None]:
-    """Keep Python's cyclic garbage collector from running inside the block, when ``pause``.
+def _collector_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector from running inside the block.
 
     An admission on a machine with many NUMA nodes lists every NUMA set per hint provider: tens
     of thousands of ``(mask, preferred)`` tuples that reference counting frees when it ends and
@@ -61,7 +61,7 @@ def _collector_paused(pause: bool) -> Iterator[None]:
     again and again (measured on the wide benchmark mix: a 16-NUMA admission took 0.18 s with
     the collector running, 0.06 s paused).
     """
-    if not pause or not gc.isenabled():
+    if not gc.isenabled():
         yield
         return
     gc.disable()
@@ -145,6 +145,7 @@ class KubeletNode:
         exhaustive: bool = False,
     ) -> None:
         self.machine = machine
+        self._many_numa = len(machine.numa_ids) >= ARRAY_SUBSETS_FROM  # see _collector_paused
         self.extended_resources = dict(extended_resources or {})
         for resource, value in self.extended_resources.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -268,9 +269,11 @@ class KubeletNode:
         self._results[uid] = {}
         try:
             hints = self._admit_unpinned(pod)
-            if hints is None:
-                with _collector_paused(len(self.machine.numa_ids) >= ARRAY_SUBSETS_FROM):
+            if hints is None and self._many_numa:
+                with _collector_paused():
                     hints = self.topology_manager.admit(pod)
+            elif hints is None:
+                hints = self.topology_manager.admit(pod)
         except (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError) as err:
             self._refuse(snapshot, uid, trial)
             return Admission(pod.key, False, err.reason, str(err))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +31,7 @@ class NodeCache(Generic[T]):
         """The value for ``name`` read from ``sources``: the kept one if it was read from these very
         objects, else ``compute()`` (then kept)."""
         kept = self._values.get(name)
-        if kept is not None and len(kept[0]) == len(sources) and all(a is b for a, b in zip(kept[0], sources)):
+        if kept is not None and len(kept[0]) == len(sources) and all(map(operator.is_, kept[0], sources)):
             return kept[1]
         value = compute()
         self._values[name] = (sources, value)
