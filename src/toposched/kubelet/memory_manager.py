@@ -253,6 +253,8 @@ def _reusable_positions(reusable: Mapping[int, Mapping[str, int]], ids: tuple[in
                         ) -> list[tuple[int, int]]:
     """The memory of ``resource`` the pod may reuse, as ``(positions, bytes)`` over ``ids`` (the
     reusable sets that lie on this machine's nodes; positions as in :func:`numa_subsets`)."""
+    if not reusable:
+        return []
     position = {n: i for i, n in enumerate(ids)}
     out = []
     for mask, per_resource in reusable.items():
