@@ -345,6 +345,7 @@ def _best_holding(valid: list[MaskHint] | _ValidArrays, need: int) -> TopologyHi
     best = int(np.flatnonzero(narrowest)[masks[narrowest].argmin()])
     return TopologyHint(numa_set(int(masks[best])), bool(preferred[best]))
 
+
 def _satisfies(state: MachineState, nodes: frozenset[int], requested: Mapping[str, int]) -> bool:
     """Upstream ``isAffinitySatisfyRequest``: the set's free memory covers every request."""
     return all(_sum_free(state, sorted(nodes), r) >= size for r, size in requested.items())

@@ -1,12 +1,12 @@
 """``NodeTable``: the cluster as NumPy arrays, so filters and scores run over every node at once.
 
 Rows are nodes, in the order they were first seen; the rows of removed nodes are dropped once
-there are many of them, the others keeping their order (:meth:`NodeTable.refresh`). Node-level arrays hold allocatable, requested
-and free per resource; zone-level arrays hold, per node and NUMA zone, what the zone can still
-give (from :meth:`Cluster.zone_available`, i.e. the replica capped by the corrected report).
-A change to a node marks its row dirty; :meth:`refresh` rebuilds only dirty rows, so the cost of
-keeping the table current is proportional to what changed, not to the cluster's size, and
-:meth:`changed_since` tells a cache which rows it must recompute.
+there are many of them, the others keeping their order (:meth:`NodeTable.refresh`). Node-level
+arrays hold allocatable, requested and free per resource; zone-level arrays hold, per node and
+NUMA zone, what the zone can still give (from :meth:`Cluster.zone_available`, i.e. the replica
+capped by the corrected report). A change to a node marks its row dirty; :meth:`refresh` rebuilds
+only dirty rows, so the cost of keeping the table current is proportional to what changed, not to
+the cluster's size, and :meth:`changed_since` tells a cache which rows it must recompute.
 
 Every array is stored resource-major with the rows as its last axis (``alloc[resource, row]``,
 ``zfree[resource, zone, row]``): a plugin's read of one resource (:meth:`free`, :meth:`zone_free`,
@@ -118,8 +118,8 @@ class NodeTable:
         self._all_rows = np.arange(0)
         self._dirty: set[str] = set(cluster.nodes)
         cluster.subscribe(self.mark_dirty)
-        # Rows of removed nodes tolerated (beyond a quarter of the live ones) before the table drops
-        # them and renumbers the rest (see _compact); ``layout`` counts those renumberings.
+        # Rows of removed nodes tolerated (or a quarter of the live rows, when that is more) before
+        # the table drops them and renumbers the rest (see _compact); ``layout`` counts renumberings.
         self.dead_rows_kept = _DEAD_ROWS_KEPT
         self.layout = 0
 
