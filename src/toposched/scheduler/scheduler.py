@@ -39,6 +39,7 @@ __all__ = ["Decision", "Scheduler"]
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _FEASIBLE = -1
 _NO_SCORE = np.iinfo(np.int64).min
+_GONE = "node is gone"  # the verdict of a row whose node was removed
 # Pod annotations the plugins read: part of a pod's shape for caching.
 _SHAPE_ANNOTATIONS = (TOPOSCHED_PREFIX, KOORDINATOR_SCHEDULING_PREFIX)
 
@@ -139,6 +140,9 @@ class Scheduler:
         for i, n in enumerate(counts.tolist()):
             if n:  # one text may have several indices, one per code
                 reasons[self._reasons[i]] += n
+        # Rows of removed nodes are not nodes: the reasons count the live nodes only, as kube-scheduler's
+        # "0/N nodes are available" does, whether or not the table has dropped those rows yet.
+        reasons.pop(_GONE, None)
         nominated, status = self.runner.post_filter(state, pod, dict(reasons))
         if status is None:
             status = Status.unschedulable("no node fits", plugin="Scheduler")
@@ -258,7 +262,7 @@ class Scheduler:
         live = self.table.pick(self.table.view("live"), rows)
         pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
         if len(pending) < len(rows):
-            verdict[~live] = self._reason_index("node is gone")
+            verdict[~live] = self._reason_index(_GONE)
             at = rows[pending]
         else:
             at = rows  # the rows themselves (all_rows() stays itself), regathered only when a filter refuses some
@@ -343,7 +347,7 @@ class Scheduler:
             if table.row_values(row).live:
                 pending.append(i)
             else:
-                verdict[i] = self._reason_index("node is gone")
+                verdict[i] = self._reason_index(_GONE)
         feasible = [rows[i] for i in pending]
         for judge in self.runner.filters_few:
             if not pending:

@@ -63,8 +63,9 @@ class GPURows:
 
     def update(self, table: NodeTable, read: Callable[[int], RowGPUs | None]) -> GPURows:
         """Bring the arrays up to date with ``table`` (as of its last refresh), reading each changed
-        row with ``read`` (None for a row whose node is gone); every row when the table grew, the
-        widest node gained GPUs or a new whole-GPU resource appeared."""
+        row with ``read`` (None for a row whose node is gone; rows of nodes that joined are among the
+        changed ones); every row when the table renumbered its rows, the widest node gained GPUs or a
+        new whole-GPU resource appeared."""
         rows = table.changed_since(self._stamp) if len(self.count) <= table.size else None
         stamp = table.stamp
         if rows is None:
