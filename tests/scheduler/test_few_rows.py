@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from tests.scheduler.test_vector_equivalence import (
     SETTINGS,
     ClusterDescription,
-    cache_outcome,
     clusters,
+    decide_alike,
     next_pod,
     outcome,
     scheduling_pods,
@@ -272,11 +272,7 @@ def test_the_per_shape_cache_changes_no_decision(setting: Setting, data: st.Data
     cached, uncached = Scheduler(setting.build(), builtin()), Scheduler(setting.build(), builtin(), cache_size=0)
     templates = [data.draw(few_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
     for i in range(12):
-        pod = next_pod(data, templates, i)
-        now = 10.0 + i
-        first, second = cached.schedule(pod, now=now), uncached.schedule(pod, now=now)
-        assert cache_outcome(first) == cache_outcome(second), \
-            f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"
+        pod, now, first = decide_alike(cached, uncached, data, templates, i)
         if first.node is not None:
             for scheduler in (cached, uncached):
                 scheduler.bound(pod, now=now)

@@ -357,6 +357,17 @@ def next_pod(data: st.DataObject, templates: list[Pod], i: int) -> Pod:
     return dataclasses.replace(template, name=f"p{i}", uid=f"p{i}")
 
 
+def decide_alike(one: Scheduler, other: Scheduler, data: st.DataObject, templates: list[Pod], i: int
+                 ) -> tuple[Pod, float, Decision]:
+    """Pod ``i`` (:func:`next_pod`) scheduled by both at time ``10 + i``; the two decisions must agree as
+    :func:`cache_outcome` compares them. Returns the pod, the time and the first decision."""
+    pod = next_pod(data, templates, i)
+    now = 10.0 + i
+    first, second = one.schedule(pod, now=now), other.schedule(pod, now=now)
+    assert cache_outcome(first) == cache_outcome(second), f"pod {i}: {outcome(first)} against {outcome(second)}"
+    return pod, now, first
+
+
 def settle(scheduler: Scheduler, pod: Pod, action: str, decision: Decision, now: float) -> bool:
     """Bind (``action`` "bind") or unreserve ("unreserve") a pod the decision placed; whether it did."""
     if decision.node is None or action not in ("bind", "unreserve"):
@@ -378,10 +389,7 @@ def test_the_cache_decides_as_a_scheduler_without_one(description: ClusterDescri
     node_names = [n.spec.name for n in description.nodes]
     placed: list[Pod] = []
     for i in range(10):
-        pod = next_pod(data, templates, i)
-        now = 10.0 + i
-        first, second = cached.schedule(pod, now=now), plain.schedule(pod, now=now)
-        assert cache_outcome(first) == cache_outcome(second), f"pod {i}: cached {outcome(first)} uncached {outcome(second)}"
+        pod, now, first = decide_alike(cached, plain, data, templates, i)
         event(f"scheduled={first.node is not None}")
         if first.node is not None:
             placed.append(pod)
@@ -420,11 +428,7 @@ def test_dropping_the_rows_of_removed_nodes_changes_no_decision(description: Clu
     templates = [data.draw(scheduling_pods(f"t{k}"), label=f"shape {k}") for k in range(3)]
     joined = 0
     for i in range(12):
-        pod = next_pod(data, templates, i)
-        now = 10.0 + i
-        first, second = compacting.schedule(pod, now=now), keeping.schedule(pod, now=now)
-        assert cache_outcome(first) == cache_outcome(second), \
-            f"pod {i}: compacting {outcome(first)} keeping {outcome(second)}"
+        pod, now, first = decide_alike(compacting, keeping, data, templates, i)
         live = len(compacting.cluster.nodes)
         assert live <= compacting.table.size <= live + live // 4
         action = data.draw(st.sampled_from(("bind", "unreserve", "remove", "join", "replace")), label="then")
