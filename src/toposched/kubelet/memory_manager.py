@@ -720,38 +720,41 @@ class StaticMemoryPolicy:
         """
         if not requested:
             return {}
-        ids = tuple(sorted(state))
         resources = sorted(requested)
-        reusable = self._reusable.get(pod_uid, {})
-        split, assigned, groups = _group_rules(state, ids)
-
-        def column(n: int, r: str, free: bool) -> int:
-            table = _table(state, n, r)
-            return 0 if table is None else (table.free if free else table.allocatable)
-
         if single_numa_only:
-            # A one-node set whose allocatable memory suffices makes minAffinitySize one: every
-            # valid one-node set is then a preferred hint.
-            singles: list[MaskHint] = []
-            for n in ids:
-                bit = 1 << n
-                if split & bit or any(column(n, r, False) < requested[r] for r in resources):
-                    continue
-                extra = reusable.get(bit, _EMPTY)
-                if all(column(n, r, True) + extra.get(r, 0) >= requested[r] for r in resources):
-                    singles.append((bit, True))
+            singles = self._single_node_masks(state, pod_uid, requested)
             if singles:
                 return {r: list(singles) for r in resources}
             # Every valid set is wider or not preferred: single-numa-node drops them all, so only
             # whether there is one matters ({} would mean "no preference").
             return {r: [] for r in resources} if _any_valid(self._valid(state, pod_uid, requested)) else {}
-
         valid = self._valid(state, pod_uid, requested)
         if not isinstance(valid, list):
             valid = list(zip(valid[0].tolist(), valid[2].tolist()))
         if not valid:
             return {}
         return {r: list(valid) for r in resources}
+
+    def _single_node_masks(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]) -> list[MaskHint]:
+        """The valid one-node sets, each preferred: a one-node set whose allocatable memory suffices
+        makes minAffinitySize one, so every valid one-node set is then a preferred hint."""
+        ids = tuple(sorted(state))
+        reusable = self._reusable.get(pod_uid, {})
+        split = _group_rules(state, ids)[0]
+
+        def column(n: int, r: str, free: bool) -> int:
+            table = _table(state, n, r)
+            return 0 if table is None else (table.free if free else table.allocatable)
+
+        singles: list[MaskHint] = []
+        for n in ids:
+            bit = 1 << n
+            if split & bit or any(column(n, r, False) < size for r, size in requested.items()):
+                continue
+            extra = reusable.get(bit, _EMPTY)
+            if all(column(n, r, True) + extra.get(r, 0) >= size for r, size in requested.items()):
+                singles.append((bit, True))
+        return singles
 
     def _valid(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]
                ) -> list[MaskHint] | _ValidArrays:

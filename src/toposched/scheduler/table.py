@@ -501,14 +501,16 @@ class NodeTable:
                 self._zfree[col, slot, row] = value  # indexed after resolving: adding a column replaces the arrays
 
 
-def grown(array: np.ndarray, size: int, fill: object = 0) -> np.ndarray:
-    """``array`` (rows along its last axis) with rows added up to ``size``, filled with ``fill``; the
-    same array when it has them. For a cache over the table's rows when nodes joined: the new rows
-    are among :meth:`NodeTable.changed_since`, so only they need computing."""
-    missing = size - array.shape[-1]
+def grown(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.ndarray:
+    """``array`` (rows along ``axis``, the last by default) with rows added up to ``size``, filled
+    with ``fill``; the same array when it has them. For a cache over the table's rows when nodes
+    joined: the new rows are among :meth:`NodeTable.changed_since`, so only they need computing."""
+    missing = size - array.shape[axis]
     if missing <= 0:
         return array
-    return np.concatenate([array, np.full(array.shape[:-1] + (missing,), fill, dtype=array.dtype)], axis=-1)
+    shape = list(array.shape)
+    shape[axis] = missing
+    return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
 _ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy",

@@ -87,10 +87,8 @@ class GPURows:
     def _extend(self, size: int) -> None:
         """Rows added up to ``size``, empty (no node) until written."""
         added = size - len(self.models)
-        self.count, self.smallest = grown(self.count, size), grown(self.smallest, size)
-        for name in ("memory", "used_core", "used_memory", "busy", "free_milli"):  # rows first here
-            array = getattr(self, name)
-            setattr(self, name, np.concatenate([array, np.zeros((added, self._width), dtype=array.dtype)]))
+        for name in ("count", "smallest", "memory", "used_core", "used_memory", "busy", "free_milli"):
+            setattr(self, name, grown(getattr(self, name), size, axis=0))  # rows first here
         for resource, arrays in self.whole.items():
             self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
         self.models += [""] * added
