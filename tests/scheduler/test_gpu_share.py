@@ -13,6 +13,7 @@ from toposched.devices.share import MILLI
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.plugins.gpu_rows import GPURows
+from toposched.scheduler.plugins import gpu_share
 from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, GPUShare, node_gpu_state
 from toposched.scheduler.profile_setup import load_profile
 from toposched.sim.hardware import load_hardware_profile
@@ -155,6 +156,31 @@ def test_no_gpu_is_ever_over_shared_and_release_restores_the_ledger(steps):
     for pod in placed:
         sched.cluster.forget(pod)
     assert node_gpu_state(node) == empty
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([10, 25, 50, 100]), st.sampled_from(["keep", "forget", "rebind"])),
+                min_size=1, max_size=20))
+def test_the_remembered_gpu_state_is_the_one_rebuilt_from_the_ledger(steps):
+    # The state is remembered with the shares it holds and checked against those only; a pod
+    # that leaves, or comes back bound from elsewhere (a ledger entry without a share), must
+    # still be seen.
+    sched = g4dn_scheduler()
+    node = sched.cluster.nodes["g4dn"]
+    placed = []
+    for i, (percent, then) in enumerate(steps):
+        pod = share_pod(f"p{i}", percent)
+        if sched.schedule(pod, 0.0).node is not None:
+            sched.bound(pod, 0.0)
+            placed.append(pod)
+        if then != "keep" and placed:
+            gone = placed.pop(0)
+            sched.cluster.forget(gone)
+            if then == "rebind":
+                sched.cluster.add_bound_pod(gone, "g4dn", 0.0)
+        remembered = node_gpu_state(node)
+        gpu_share._STATES.clear()
+        assert node_gpu_state(node) == remembered
 
 
 def test_a_node_that_refused_a_pod_shape_is_not_tried_again_until_it_changes():

@@ -84,33 +84,52 @@ def node_gpu_state(node: NodeRecord, default_memory: int = DEFAULT_GPU_MEMORY) -
     """
     key = _state_key(node, default_memory)
     known = _STATES.get(id(node))
-    if known is not None and known[0] == key and known[1]() is node:
-        return known[2]
+    if known is not None and known[0] == key and known[1]() is node and _still_held(node, known[2]):
+        return known[3]
     gpus = inventory_gpus(node.inventory, default_memory=default_memory) if node.inventory is not None else ()
     state = NodeGPUState(gpus, key[2])
-    for entry in node.pods.values():
-        allocation = entry.extras.get(GPUShare.name)
-        if allocation is not None:
-            state = state.take(allocation, source=f"pod {entry.pod.key}")
-    _remember_state(node, key, state)
+    held = _held(node)
+    for uid, allocation in held.items():
+        state = state.take(allocation, source=f"pod {node.pods[uid].pod.key}")
+    _remember_state(node, key, held, state)
     return state
 
 
 def _state_key(node: NodeRecord, default_memory: int) -> tuple:
-    """What a node's GPU state is computed from: its hardware, settings and the shares it holds."""
-    held = tuple((uid, id(e.extras[GPUShare.name])) for uid, e in node.pods.items() if GPUShare.name in e.extras)
-    return (id(node.inventory), default_memory, node.spec.labels.get(GPU_MODEL_LABEL, ""), held)
+    """What a node's GPU state is computed from besides the shares it holds: its hardware and settings."""
+    return (id(node.inventory), default_memory, node.spec.labels.get(GPU_MODEL_LABEL, ""))
 
 
-def _remember_state(node: NodeRecord, key: tuple, state: NodeGPUState) -> None:
+def _held(node: NodeRecord) -> dict[str, Any]:
+    """The shares the ledger holds on the node: pod uid -> its allocation, in the ledger's order."""
+    return {uid: e.extras[GPUShare.name] for uid, e in node.pods.items() if GPUShare.name in e.extras}
+
+
+def _still_held(node: NodeRecord, held: Mapping[str, Any]) -> bool:
+    """Whether the node holds exactly the shares ``held`` (remembered with its state) still.
+
+    Only :meth:`GPUShare.reserve` adds a share, and it remembers the node's new state with them
+    all; so the remembered shares are all there is unless one left with its pod (or the pod's
+    ledger entry was replaced). Checking those few is enough: no walk over the node's pods, of
+    which a large GPU server holds a hundred.
+    """
+    pods = node.pods
+    for uid, allocation in held.items():
+        entry = pods.get(uid)
+        if entry is None or entry.extras.get(GPUShare.name) is not allocation:
+            return False
+    return True
+
+
+def _remember_state(node: NodeRecord, key: tuple, held: dict[str, Any], state: NodeGPUState) -> None:
     # The record is held weakly and its entry goes with it: a removed node's record (and the
     # replica it holds) must not outlive the node because its GPUs were once looked at.
     ident = id(node)
-    _STATES[ident] = (key, weakref.ref(node, lambda _, ident=ident: _STATES.pop(ident, None)), state)
+    _STATES[ident] = (key, weakref.ref(node, lambda _, ident=ident: _STATES.pop(ident, None)), held, state)
 
 
-# id(node record) -> (what the state was computed from, the record (weakly), the state)
-_STATES: dict[int, tuple[tuple, weakref.ref[NodeRecord], NodeGPUState]] = {}
+# id(node record) -> (hardware and settings, the record (weakly), the shares held, the state)
+_STATES: dict[int, tuple[tuple, weakref.ref[NodeRecord], dict[str, Any], NodeGPUState]] = {}
 
 
 def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice] | None) -> set[str]:
@@ -562,7 +581,7 @@ class GPUShare:
         # The new state is the old one with this allocation taken (what node_gpu_state would
         # rebuild from every share on the node), remembered under the node's new key.
         after = before.take(allocation, source=f"pod {pod.key}")
-        _remember_state(node, _state_key(node, self.default_memory), after)
+        _remember_state(node, _state_key(node, self.default_memory), _held(node), after)
         kept = self._kept.get(cluster) if cluster is not None else None
         if kept is not None:
             kept.forget(node.name)  # the node's shares changed without the cluster knowing
