@@ -111,7 +111,7 @@ def _still_held(node: NodeRecord, held: Mapping[str, Any]) -> bool:
     Only :meth:`GPUShare.reserve` adds a share, and it remembers the node's new state with them
     all; so the remembered shares are all there is unless one left with its pod (or the pod's
     ledger entry was replaced). Checking those few is enough: no walk over the node's pods, of
-    which a large GPU server holds a hundred.
+    which a GPU server holds several times as many as other nodes.
     """
     pods = node.pods
     for uid, allocation in held.items():
