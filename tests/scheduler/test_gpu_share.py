@@ -12,8 +12,8 @@ from tests.conftest import shared_path
 from toposched.devices.share import MILLI
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
-from toposched.scheduler.plugins.gpu_rows import GPURows
 from toposched.scheduler.plugins import gpu_share
+from toposched.scheduler.plugins.gpu_rows import GPURows
 from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, GPUShare, node_gpu_state
 from toposched.scheduler.profile_setup import load_profile
 from toposched.sim.hardware import load_hardware_profile
