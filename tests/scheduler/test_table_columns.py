@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.scheduler.test_decisions_identical import _bench
 from toposched.scheduler import Scheduler, load_profile
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, take_rows
 
 
 def _fresh(table: NodeTable, kind: str, resource: str) -> np.ndarray:
@@ -61,3 +61,13 @@ def test_per_resource_arrays_equal_fresh_ones(seed: int, read_every: int, mix: s
             resource = rnd.choice(resources if not kind.startswith("zone") else resources[:2] + resources[3:4])
             got = getattr(table, kind)(resource)
             assert np.array_equal(got, _fresh(table, kind, resource)), (kind, resource, i)
+        # The gathers the batch forms make: one zone per row through the flat index, and rows of the
+        # table's views (which end at the row count, short of the arrays' capacity) and of an array
+        # of exactly the rows.
+        rows = np.array(sorted(rnd.sample(range(table.size), rnd.randint(1, table.size))))
+        zones = np.array([rnd.randrange(table.max_zones) for _ in rows])
+        assert np.array_equal(table.zone_free_at("cpu", zones, rows), table.zone_free("cpu")[zones, rows])
+        for name in ("zfree", "free", "zvalid", "live"):
+            view = table.view(name)
+            assert np.array_equal(table.pick(view, rows), view[..., rows]), name
+            assert np.array_equal(take_rows(view.copy(), rows), view[..., rows]), name

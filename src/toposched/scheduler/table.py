@@ -32,7 +32,19 @@ import numpy as np
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.nodes import NodeSpec, Taint
 
-__all__ = ["POLICY_CODES", "NodeTable", "RowValues", "grown"]
+__all__ = ["POLICY_CODES", "NodeTable", "RowValues", "grown", "take_rows"]
+
+
+def take_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``array[..., rows]``: the given rows (last axis) of an array with the rows last, as a new array.
+
+    On a C-contiguous array ``np.take`` along the last axis computes it at a quarter of the cost of
+    fancy indexing once the array has two or more dimensions (4 x 5,000 int64: 9 µs against 43 µs).
+    On any other array (the table's views end at the row count, not at the arrays' capacity)
+    ``np.take`` would first copy the whole array, so fancy indexing is kept there."""
+    if array.flags.c_contiguous:
+        return array.take(rows, axis=-1)
+    return array[..., rows]
 
 DEFAULT_MAX_PODS = 110
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
@@ -166,12 +178,18 @@ class NodeTable:
         return self._all_rows
 
     def pick(self, array: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``array[rows]`` (along the last axis) for an array over every row; ``array`` itself when
+        """``array[..., rows]`` (along the last axis) for an array over every row; ``array`` itself when
         ``rows`` is :meth:`all_rows` (a 5,000-row gather costs 4 µs, and a pod's plugins make dozens).
         The arrays this table gives are read-only, so what ``pick`` returns may be too."""
         if rows is self._all_rows:
             return array
-        return array[..., rows]
+        return take_rows(array, rows)
+
+    def zone_free_at(self, resource: str, zones: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``zone_free(resource)[zones, rows]``: one zone slot per row, read through the flat index of the
+        contiguous array behind the view (half the cost of indexing the view with two arrays)."""
+        block = self._zfree[self.zone_column(resource)]
+        return block.take(zones * block.shape[1] + rows)
 
     def row_values(self, row: int) -> RowValues:
         """Row ``row`` as plain Python values (read once per change of the row).
@@ -198,8 +216,12 @@ class NodeTable:
         if not isinstance(rows, slice) and not len(rows):
             self._derived_at = self.stamp
             return
-        self._free[:, rows] = self._alloc[:, rows] - self._used[:, rows]
-        zones = self._zfree[:, :, rows]
+        if isinstance(rows, slice):
+            self._free[:, rows] = self._alloc[:, rows] - self._used[:, rows]
+            zones = self._zfree[:, :, rows]
+        else:
+            self._free[:, rows] = take_rows(self._alloc, rows) - take_rows(self._used, rows)
+            zones = take_rows(self._zfree, rows)
         self._zmax[:, rows] = zones.max(axis=1)
         self._zsum[:, rows] = zones.sum(axis=1)
         self._derived_at = self.stamp

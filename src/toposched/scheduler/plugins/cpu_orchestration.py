@@ -1029,7 +1029,7 @@ class CPUOrchestration:
         if memo is None:  # else filter_all brought it up to date
             memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 5)
             memo.update(table)
-        cls, counts = memo.cls[rows], memo.values[rows]
+        cls, counts = memo.cls[rows], memo.values.take(rows, axis=0)  # take: a 2-D gather at a quarter of the cost
         ok = np.ones(len(rows), dtype=bool)
         reasons = ReasonCodes(len(rows))  # each refused row's own reason, as the per-node filter words it
         for ident in np.unique(cls).tolist():

@@ -135,12 +135,13 @@ class GPURows:
         """Per row: how many of its GPUs not held whole by the kubelet fit ``request`` (as
         :meth:`NodeGPUState.count_fitting` counts them), and how many GPUs are not held whole."""
         slots = np.arange(self._width)[None, :] < self.count[rows][:, None]
-        candidates = slots & ~self.busy[rows]
-        core, memory = self.used_core[rows], self.used_memory[rows]
+        # take along the rows: fancy indexing a 2-D array costs ~4x as much (see table.take_rows)
+        candidates = slots & ~self.busy.take(rows, axis=0)
+        core, memory = self.used_core.take(rows, axis=0), self.used_memory.take(rows, axis=0)
         if request.whole:
             fits = (core == 0) & (memory == 0)
         else:
-            capacity = self.memory[rows]
+            capacity = self.memory.take(rows, axis=0)
             wanted = request.memory_bytes if request.memory_bytes is not None else capacity * request.memory_ratio // MILLI
             fits = (MILLI - core >= (request.core or 0)) & (capacity - memory >= wanted)
         return (fits & candidates).sum(axis=1), candidates.sum(axis=1)
@@ -153,5 +154,5 @@ class GPURows:
         live = table.view("live")[rows]
         return NodeBatch(cpu_free=np.maximum(table.free("cpu")[rows], 0) * live,
                          memory_free=np.maximum(table.free("memory")[rows], 0) * live,
-                         gpu_free=self.free_milli[rows, :width], gpu_count=self.count[rows],
+                         gpu_free=self.free_milli.take(rows, axis=0)[:, :width], gpu_count=self.count[rows],
                          gpu_model=tuple(self.models[row] for row in rows.tolist()))

