@@ -320,16 +320,18 @@ class NUMAAlignment:
         (as :meth:`filter` refuses them), with a text naming both policies (:func:`_conflict`)."""
         intent = self._intent(state, pod)
         request = aligned_request(state, pod)
-        node_policy = table.pick(table.view("policy"), rows)
         pod_code = POLICY_CODES.get(intent.numa_policy or "none", 0)
+        if not pod_code and not request.pod:
+            return np.ones(len(rows), dtype=bool), ""  # nothing to align, no policy of its own (most pods)
+        node_policy = table.pick(table.view("policy"), rows)
         topology = table.pick(table.view("topology"), rows)
         ok = np.ones(len(rows), dtype=bool)
         if pod_code:
             ok &= (node_policy == 0) | (node_policy == pod_code) | ~topology
         conflict = ~ok
-        effective = np.where(node_policy > 0, node_policy, pod_code)
         if not request.pod:
             return ok, _with_conflicts("", conflict, node_policy, intent)
+        effective = np.where(node_policy > 0, node_policy, pod_code) if pod_code else node_policy
         cpu_static, mem_static = table.pick(table.view("cpu_static"), rows), table.pick(table.view("mem_static"), rows)
         _one_zone_per_scope(table, rows, np.flatnonzero(topology & (effective == _SINGLE) & ok), request,
                             cpu_static, mem_static, ok)
