@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.scheduler.test_decisions_identical import _bench
 from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
@@ -68,3 +70,33 @@ def test_a_node_that_joins_is_computed_for_every_key_kept() -> None:
     table.refresh()
     assert keyed.values("key", table.all_rows(), compute).tolist() == [1, 11, 21]
     assert computed == [[0, 1], [2]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["all", "some", "change", "join"]), st.integers(0, 2**16)), max_size=40))
+def test_kept_values_are_always_the_fresh_ones(steps) -> None:
+    """Asked for every row or for some, between nodes that change and nodes that join, every answer
+    is what computing the asked rows afresh gives: the shortcut for every row (the changed rows only,
+    the kept array itself) never serves a row computed before its node changed."""
+    cluster = Cluster()
+    for i in range(6):
+        cluster.set_node(NodeSpec(f"n{i}", allocatable={"cpu": 1000 + i}))
+    table = NodeTable(cluster)
+    table.refresh()
+    keyed = KeyedRows(table)
+
+    def compute(rows: np.ndarray) -> np.ndarray:
+        return np.array([cluster.nodes[table.names[row]].spec.allocatable["cpu"] for row in rows.tolist()], dtype=np.int64)
+
+    for what, seed in steps:
+        rnd = random.Random(seed)
+        if what == "change":
+            name = rnd.choice(table.names)
+            cluster.set_node(NodeSpec(name, allocatable={"cpu": rnd.randrange(1, 10**6)}))
+        elif what == "join":
+            cluster.set_node(NodeSpec(f"j{seed}", allocatable={"cpu": rnd.randrange(1, 10**6)}))
+        table.refresh()
+        rows = table.all_rows() if what != "some" else np.array(
+            sorted(rnd.sample(range(table.size), rnd.randint(1, table.size))), dtype=np.int64)
+        got = keyed.values("key", rows, compute)
+        assert got.tolist() == compute(rows).tolist()
