@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.held import assert_held_cpus_match_the_ledger
 from tests.scheduler.strategies import (
     GI,
     MI,
@@ -349,6 +350,11 @@ class LedgerMachine(RuleBasedStateMachine):
                 for resource, value in resources.items():
                     assert value >= 0, f"{name}: NUMA {numa_id} offers {value} {resource}" + self.describe()
                     assert value <= replica[numa_id][resource], f"{name}: offers more than its replica has"
+
+    @invariant()
+    def held_cpus_are_the_union_over_pods(self) -> None:
+        if hasattr(self, "cluster"):
+            assert_held_cpus_match_the_ledger(self.cluster)
 
     @invariant()
     def requested_is_the_sum_over_pods(self) -> None:

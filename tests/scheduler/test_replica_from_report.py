@@ -11,6 +11,7 @@ that cannot be used makes that node count-only, naming the node and the field, a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from tests.conftest import SHARED_DATA
 from tests.deploy.test_deploy_crd import schema
 from tests.fixtures.big_machines import big_gpu_server
+from tests.scheduler.held import assert_held_cpus_match_the_ledger
 from toposched.errors import InputError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeDescription
@@ -276,6 +278,7 @@ def test_a_changed_description_rebuilds_the_replica_and_keeps_reservations():
     assert record.pods["p"].placement.cpuset == first.placement.cpuset
     second = scheduler.schedule(guaranteed("q", 2), now=1.0)
     assert not (second.placement.cpuset & first.placement.cpuset)
+    assert_held_cpus_match_the_ledger(cluster)  # the rebuilt replica re-placed the pods
 
 
 def test_a_description_decodes_to_what_was_encoded():
@@ -320,6 +323,24 @@ def test_the_replica_takes_the_cpus_and_devices_the_kubelet_reports():
     assert adopted.cpuset == got.cpuset and set(adopted.devices["nvidia.com/gpu"]) == set(got.devices["nvidia.com/gpu"])
     assert record.model.cpu.state.get("other", "c") == got.cpuset
     assert record.model.available() == kubelet.available()  # the replica is the kubelet again
+    assert_held_cpus_match_the_ledger(cluster)  # the report's cpusets replaced the guessed ones
     nxt = Scheduler(cluster, load_profile("toposched")).schedule(guaranteed("next", 2, gpus=1), now=2.0)
     assert not (nxt.placement.cpuset & got.cpuset)
     assert not set(nxt.placement.containers["c"].devices["nvidia.com/gpu"]) & set(got.devices["nvidia.com/gpu"])
+
+
+def test_a_replica_rebuilt_with_other_reserved_cpus_moves_the_pods_and_what_the_node_holds():
+    """A new kubelet configuration rebuilds the replica and re-admits the node's pods, which may get
+    other CPUs: what the ledger keeps of the held CPUs follows them."""
+    machine = small_machine()
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=CONFIG)
+    pod = guaranteed("p", 2)
+    cluster.add_bound_pod(pod, "n", now=0.0)
+    before = cluster.nodes["n"].pods["p"].placement.cpuset
+    cores = {machine.cpu(c).core_id for c in before}
+    moved = dataclasses.replace(CONFIG, reserved_system_cpus=CPUSet(c for c in machine.online if machine.cpu(c).core_id in cores))
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=moved)
+    after = cluster.nodes["n"].pods["p"].placement.cpuset
+    assert after and not (after & before)
+    assert_held_cpus_match_the_ledger(cluster)

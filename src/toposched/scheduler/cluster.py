@@ -90,6 +90,40 @@ class NodeRecord:
     degraded: str = ""  # why a report's description could not be used (the node is count-only then)
     external_devices: tuple[DescribedDevice, ...] = ()  # another agent's description of the devices (koordlet)
     departed: dict[str, Departure] = field(default_factory=dict)  # pods gone that the last report still counts
+    # Every exclusive CPU the ledger's pods hold, as a mask (the union of their placements' cpu_mask),
+    # kept as pods come and go; and the sum of their CPU counts, which equals the mask's count exactly
+    # while no CPU is held twice. See hold/unhold.
+    held_cpus: int = 0
+    held_count: int = 0
+
+    def hold(self, placement: Placement | None) -> None:
+        """A placement now in the ledger (after its entry was added): its exclusive CPUs are held."""
+        mask = placement.cpu_mask if placement is not None else 0
+        if mask:
+            self.held_cpus |= mask
+            self.held_count += mask.bit_count()
+
+    def unhold(self, placement: Placement | None) -> None:
+        """A placement no longer in the ledger (after its entry was removed or replaced): its CPUs are
+        freed, unless another pod holds them too, which only a walk over the pods can tell; it is
+        walked only then (the counts show it)."""
+        mask = placement.cpu_mask if placement is not None else 0
+        if not mask:
+            return
+        if self.held_cpus.bit_count() == self.held_count:  # no CPU held twice: the mask was this pod's alone
+            self.held_cpus &= ~mask
+            self.held_count -= mask.bit_count()
+        else:
+            self.rehold()
+
+    def rehold(self) -> None:
+        """Recompute :attr:`held_cpus` from every pod in the ledger (after placements were rewritten)."""
+        held = count = 0
+        for entry in self.pods.values():
+            mask = entry.placement.cpu_mask if entry.placement is not None else 0
+            held |= mask
+            count += mask.bit_count()
+        self.held_cpus, self.held_count = held, count
 
     @property
     def count_only(self) -> bool:
@@ -366,6 +400,7 @@ class Cluster:
             placement = entry.placement
             assert placement is not None
             entry.placement = dataclasses.replace(placement, containers={**placement.containers, **containers})
+            record.rehold()
 
     def _count_only_replica(self, record: NodeRecord, nrt: NodeResourceTopology, key: str) -> None:
         """Build ``record``'s count-only replica from the report's zones (and koordlet's devices, when known).
@@ -472,6 +507,7 @@ class Cluster:
             admission = record.model.admit(entry.pod)  # type: ignore[union-attr]
             if admission.admitted:
                 entry.placement = placement_of(record.name, admission, entry.pod)
+        record.rehold()
 
     # ---- pods ------------------------------------------------------------------------------------
 
@@ -495,6 +531,7 @@ class Cluster:
             placement = placement_of(node, admission, pod)
             usage = _taken(before, record.model.available())
         record.pods[uid] = PodEntry(pod, placement, assumed=True, since=now, usage=usage)
+        record.hold(placement)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -524,6 +561,7 @@ class Cluster:
             return
         record = self.nodes[node]
         entry = record.pods.pop(uid)
+        record.unhold(entry.placement)
         if entry.reflected and entry.usage and record.nrt is not None:
             record.departed[uid] = Departure(entry.usage, now)
         if record.model is not None:
@@ -570,6 +608,7 @@ class Cluster:
                     zone["cpu"] = zone.get("cpu", 0) + sign * 1000
             entry.usage = _pruned(entry.usage)
         entry.placement = placement
+        record.rehold()
         self._changed(node)
 
     @staticmethod
@@ -622,6 +661,7 @@ class Cluster:
             placement = placement_of(node, admission, pod) if admission.admitted else None
             usage = _taken(before, record.model.available())
         record.pods[uid] = PodEntry(pod, placement, assumed=False, since=now, usage=usage)
+        record.hold(placement)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
