@@ -136,13 +136,15 @@ def test_the_few_rows_form_equals_the_vector_form():
         assert plugin.score_few(CycleState(), pod, sched.table, rows) == vector, pod.name
 
 
-@settings(max_examples=20, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(1, 14), st.integers(0, 3), st.booleans()), min_size=5, max_size=40))
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 14), st.integers(0, 3), st.booleans(), st.integers(0, 5)),
+                min_size=5, max_size=40))
 def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
     """The per-row counts ScarcityScore keeps (what each row's zones hold of each target shape, its
-    free CPU and memory, their quotients), brought up to date at the changed rows, equal the counts
-    computed over every row, as pods of random sizes come and go on 20 nodes of two kinds and
-    nodes join."""
+    free CPU and memory, their quotients), brought up to date at the changed rows (a few of them in
+    plain Python, more as arrays), equal the counts computed over every row, as pods of random sizes
+    come and go on 20 nodes of two kinds, nodes join, and a node's allocatable memory shrinks (so
+    that memory, not CPU, bounds what it holds, or its pods over-commit it)."""
     c = Cluster()
     for i in range(10):
         c.set_node(NodeSpec(f"metal{i}", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB,
@@ -152,7 +154,11 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
     sched = Scheduler(c, load_profile("toposched"))
     plugin = next(p for p, _ in sched.profile.scores if p.name == "ScarcityScore")
     placed = []
-    for i, (pinned, cpus, hugepages, release) in enumerate(steps):
+    for i, (pinned, cpus, hugepages, release, shrink) in enumerate(steps):
+        if shrink == 0 and placed:  # the node of the last pod placed: its pods may now over-commit its memory
+            record = c.nodes[c.pod_node[placed[-1].uid]]
+            c.set_node(NodeSpec(record.name, allocatable={**record.spec.allocatable, "memory": (i % 3) * 4 * GiB}),
+                       machine=record.model.machine, kubelet_config=CONFIG)
         pod = latency(f"p{i}", cpus, hugepages) if pinned else burstable(f"p{i}", cpus * 1000)
         if sched.schedule(pod, now=i).node:
             sched.bound(pod, now=i)
