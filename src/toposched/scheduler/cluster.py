@@ -93,8 +93,8 @@ class NodeRecord:
     # Every exclusive CPU the ledger's pods hold, as a mask (the union of their placements' cpu_mask),
     # kept as pods come and go; and the sum of their CPU counts, which equals the mask's count exactly
     # while no CPU is held twice. See hold/unhold.
-    held_cpus: int = 0
-    held_count: int = 0
+    held_cpus: int = field(default=0, init=False)
+    held_count: int = field(default=0, init=False)
 
     def hold(self, placement: Placement | None) -> None:
         """A placement now in the ledger (after its entry was added): its exclusive CPUs are held."""
