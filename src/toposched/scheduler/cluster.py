@@ -233,6 +233,7 @@ class Cluster:
         self.pod_node: dict[str, str] = {}
         self.reflect_timeout = reflect_timeout
         self._descriptions: dict[str, NodeDescription] = {}  # description text -> decoded, oldest first
+        self._reported: dict[str, tuple[NodeResourceTopology, dict[int, dict[str, int]]]] = {}  # see _zones_reported
         self._listeners: list[Callable[[str], None]] = [on_change] if on_change else []
         # Bumped whenever a node leaves or a node's replica is replaced (a new node gets one): what
         # is read from the set of replicas holds while it stays the same.
@@ -281,6 +282,7 @@ class Cluster:
     def remove_node(self, name: str) -> None:
         """Forget a node and the pods on it."""
         record = self.nodes.pop(name, None)
+        self._reported.pop(name, None)
         if record is not None:
             self.replicas_version += 1
             for uid in record.pods:
@@ -684,7 +686,7 @@ class Cluster:
         available = record.model.available()
         if record.nrt is None:
             return available
-        reported = {n: {k: r.available for k, r in res.items()} for n, res in numa_zone_resources(record.nrt).items()}
+        reported = self._zones_reported(record)
         pending = self._unreflected_usage(record)
         credited = _summed(d.usage for d in record.departed.values())
         for numa_id, resources in available.items():
@@ -696,6 +698,19 @@ class Cluster:
                     seen = report[name] - pending.get(numa_id, {}).get(name, 0) + credited.get(numa_id, {}).get(name, 0)
                     resources[name] = max(0, min(value, seen))
         return available
+
+    def _zones_reported(self, record: NodeRecord) -> dict[int, dict[str, int]]:
+        """Per NUMA zone and resource, what the node's last report says is available (read-only).
+
+        Read once per report (reports are immutable and replaced whole): every row refresh of the
+        node asks, and parsing the zones again took ~15 µs of each."""
+        known = self._reported.get(record.name)
+        if known is not None and known[0] is record.nrt:
+            return known[1]
+        assert record.nrt is not None
+        reported = {n: {k: r.available for k, r in res.items()} for n, res in numa_zone_resources(record.nrt).items()}
+        self._reported[record.name] = (record.nrt, reported)
+        return reported
 
     def _unreflected_usage(self, record: NodeRecord) -> dict[int, dict[str, int]]:
         """What placements the last report does not show yet take from each zone."""
