@@ -484,6 +484,7 @@ class Cluster:
     def drop_report(self, name: str) -> None:
         """The node's report was deleted: the replica (hardware and pods) stays, the report's limits go."""
         record = self.nodes.get(name)
+        self._reported.pop(name, None)  # the parsed zones of a report that is gone
         if record is not None:
             record.nrt, record.report_time = None, None
             record.departed.clear()
