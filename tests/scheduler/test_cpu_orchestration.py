@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
-from tests.scheduler.held import assert_held_cpus_match_the_ledger
+from tests.scheduler.held import assert_node_sums_match_the_ledger
 from toposched.errors import InputError
 from toposched.kubelet import KubeletConfig, KubeletNode
 from toposched.scheduler.cluster import Cluster
@@ -404,7 +404,7 @@ def profile(**args) -> Profile:
 
 
 def assert_replica_matches_ledger(cluster: Cluster, name: str) -> None:
-    assert_held_cpus_match_the_ledger(cluster)  # the agent's cpusets replaced the replica's
+    assert_node_sums_match_the_ledger(cluster)  # the agent's cpusets replaced the replica's
     record = cluster.nodes[name]
     if record.model.cpu is None:
         return

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
-from tests.scheduler.held import assert_held_cpus_match_the_ledger
+from tests.scheduler.held import assert_node_sums_match_the_ledger
 from tests.scheduler.strategies import (
     GI,
     MI,
@@ -352,9 +352,9 @@ class LedgerMachine(RuleBasedStateMachine):
                     assert value <= replica[numa_id][resource], f"{name}: offers more than its replica has"
 
     @invariant()
-    def held_cpus_are_the_union_over_pods(self) -> None:
+    def node_sums_are_the_sums_over_pods(self) -> None:
         if hasattr(self, "cluster"):
-            assert_held_cpus_match_the_ledger(self.cluster)
+            assert_node_sums_match_the_ledger(self.cluster)
 
     @invariant()
     def requested_is_the_sum_over_pods(self) -> None:

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import SHARED_DATA
 from tests.deploy.test_deploy_crd import schema
 from tests.fixtures.big_machines import big_gpu_server
-from tests.scheduler.held import assert_held_cpus_match_the_ledger
+from tests.scheduler.held import assert_node_sums_match_the_ledger
 from toposched.errors import InputError
 from toposched.kubelet.config import KubeletConfig
 from toposched.kubelet.description import ALLOCATIONS_ATTRIBUTE, DESCRIPTION_ATTRIBUTE, NodeDescription
@@ -278,7 +278,7 @@ def test_a_changed_description_rebuilds_the_replica_and_keeps_reservations():
     assert record.pods["p"].placement.cpuset == first.placement.cpuset
     second = scheduler.schedule(guaranteed("q", 2), now=1.0)
     assert not (second.placement.cpuset & first.placement.cpuset)
-    assert_held_cpus_match_the_ledger(cluster)  # the rebuilt replica re-placed the pods
+    assert_node_sums_match_the_ledger(cluster)  # the rebuilt replica re-placed the pods
 
 
 def test_a_description_decodes_to_what_was_encoded():
@@ -323,7 +323,7 @@ def test_the_replica_takes_the_cpus_and_devices_the_kubelet_reports():
     assert adopted.cpuset == got.cpuset and set(adopted.devices["nvidia.com/gpu"]) == set(got.devices["nvidia.com/gpu"])
     assert record.model.cpu.state.get("other", "c") == got.cpuset
     assert record.model.available() == kubelet.available()  # the replica is the kubelet again
-    assert_held_cpus_match_the_ledger(cluster)  # the report's cpusets replaced the guessed ones
+    assert_node_sums_match_the_ledger(cluster)  # the report's cpusets replaced the guessed ones
     nxt = Scheduler(cluster, load_profile("toposched")).schedule(guaranteed("next", 2, gpus=1), now=2.0)
     assert not (nxt.placement.cpuset & got.cpuset)
     assert not set(nxt.placement.containers["c"].devices["nvidia.com/gpu"]) & set(got.devices["nvidia.com/gpu"])
@@ -343,4 +343,32 @@ def test_a_replica_rebuilt_with_other_reserved_cpus_moves_the_pods_and_what_the_
     cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=moved)
     after = cluster.nodes["n"].pods["p"].placement.cpuset
     assert after and not (after & before)
-    assert_held_cpus_match_the_ledger(cluster)
+    assert_node_sums_match_the_ledger(cluster)
+
+
+
+@pytest.mark.parametrize("known_by", ["report", "machine"])
+def test_a_pod_the_rebuilt_replica_moves_to_another_zone_takes_from_that_zone(known_by):
+    """A new configuration that reserves a pod's whole NUMA node (in a new report, or given directly):
+    the rebuilt replica re-admits the pod on the other node, and what the ledger says the pod took
+    (and no report counts yet) moves with it."""
+    machine = small_machine()
+    numa0 = CPUSet(c for c in machine.online if machine.cpu(c).numa_id == 0)
+    moved = dataclasses.replace(CONFIG, reserved_system_cpus=numa0)
+
+    def configure(config: KubeletConfig, now: float) -> None:
+        if known_by == "report":
+            cluster.update_report(parse_nrt(json.loads(json.dumps(node_report(machine, config, node_name="n")))), now=now)
+        else:
+            cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+
+    cluster = Cluster()
+    configure(CONFIG, 0.0)
+    cluster.add_bound_pod(guaranteed("p", 2), "n", now=0.0)
+    record = cluster.nodes["n"]
+    assert record.pods["p"].usage == {0: {"cpu": 2000}}
+    configure(moved, 1.0)
+    assert record.pods["p"].placement.numa_nodes == {1}
+    assert record.pods["p"].usage == {1: {"cpu": 2000}}
+    assert record.unreflected == {1: {"cpu": 2000}}  # no report counts the pod yet
+    assert_node_sums_match_the_ledger(cluster)

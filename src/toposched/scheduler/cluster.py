@@ -95,6 +95,10 @@ class NodeRecord:
     # while no CPU is held twice. See hold/unhold.
     held_cpus: int = field(default=0, init=False)
     held_count: int = field(default=0, init=False)
+    # Per zone and resource, what the pods the last report does not count yet took (the sum of their
+    # entries' usage), kept as pods come and go; recomputed when a report or a rewritten placement
+    # changes which pods it covers or what they took. See pend/unpend.
+    unreflected: dict[int, dict[str, int]] = field(default_factory=dict, init=False)
 
     def hold(self, placement: Placement | None) -> None:
         """A placement now in the ledger (after its entry was added): its exclusive CPUs are held."""
@@ -124,6 +128,20 @@ class NodeRecord:
             held |= mask
             count += mask.bit_count()
         self.held_cpus, self.held_count = held, count
+
+    def pend(self, entry: PodEntry) -> None:
+        """An entry now in the ledger: what it took counts in :attr:`unreflected` while no report counts it."""
+        if not entry.reflected and entry.usage:
+            _add_usage(self.unreflected, entry.usage, 1)
+
+    def unpend(self, entry: PodEntry) -> None:
+        """An entry no longer in the ledger: what it took leaves :attr:`unreflected` (if it counted there)."""
+        if not entry.reflected and entry.usage:
+            _add_usage(self.unreflected, entry.usage, -1)
+
+    def repend(self) -> None:
+        """Recompute :attr:`unreflected` from every pod in the ledger (after a report or a rewritten usage)."""
+        self.unreflected = _summed(entry.usage for entry in self.pods.values() if not entry.reflected)
 
     @property
     def count_only(self) -> bool:
@@ -341,6 +359,7 @@ class Cluster:
                 self._adopt_allocations(record, NodeAllocations.from_json(allocations, source=nrt.origin))
             except InputError as err:
                 record.degraded = f"allocations not used: {err}"
+        record.repend()  # pods the report now counts, usages its allocations moved
         self._changed(record.name)
 
     def _adopt_allocations(self, record: NodeRecord, allocations: NodeAllocations) -> None:
@@ -506,11 +525,16 @@ class Cluster:
     def _replay(self, record: NodeRecord) -> None:
         """Re-admit the node's known pods into a fresh replica, oldest first."""
         self.replicas_version += 1
+        model = record.model
+        assert model is not None
         for entry in sorted(record.pods.values(), key=lambda e: e.since):
-            admission = record.model.admit(entry.pod)  # type: ignore[union-attr]
+            before = model.available()
+            admission = model.admit(entry.pod)
             if admission.admitted:
                 entry.placement = placement_of(record.name, admission, entry.pod)
+                entry.usage = _taken(before, model.available())  # the new replica may place it on other zones
         record.rehold()
+        record.repend()
 
     # ---- pods ------------------------------------------------------------------------------------
 
@@ -533,8 +557,9 @@ class Cluster:
                 return admission, None
             placement = placement_of(node, admission, pod)
             usage = _taken(before, record.model.available())
-        record.pods[uid] = PodEntry(pod, placement, assumed=True, since=now, usage=usage)
+        record.pods[uid] = entry = PodEntry(pod, placement, assumed=True, since=now, usage=usage)
         record.hold(placement)
+        record.pend(entry)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -565,6 +590,7 @@ class Cluster:
         record = self.nodes[node]
         entry = record.pods.pop(uid)
         record.unhold(entry.placement)
+        record.unpend(entry)
         if entry.reflected and entry.usage and record.nrt is not None:
             record.departed[uid] = Departure(entry.usage, now)
         if record.model is not None:
@@ -612,6 +638,7 @@ class Cluster:
             entry.usage = _pruned(entry.usage)
         entry.placement = placement
         record.rehold()
+        record.repend()  # the pod's usage moved with its CPUs and devices
         self._changed(node)
 
     @staticmethod
@@ -663,8 +690,9 @@ class Cluster:
             admission = record.model.admit(pod)
             placement = placement_of(node, admission, pod) if admission.admitted else None
             usage = _taken(before, record.model.available())
-        record.pods[uid] = PodEntry(pod, placement, assumed=False, since=now, usage=usage)
+        record.pods[uid] = entry = PodEntry(pod, placement, assumed=False, since=now, usage=usage)
         record.hold(placement)
+        record.pend(entry)
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -688,15 +716,22 @@ class Cluster:
         if record.nrt is None:
             return available
         reported = self._zones_reported(record)
-        pending = self._unreflected_usage(record)
-        credited = _summed(d.usage for d in record.departed.values())
+        pending = record.unreflected
+        credited = _summed(d.usage for d in record.departed.values()) if record.departed else {}
         for numa_id, resources in available.items():
             report = reported.get(numa_id)
             if report is None:
                 continue
+            owed, back = pending.get(numa_id), credited.get(numa_id)
             for name, value in resources.items():
-                if name in report:
-                    seen = report[name] - pending.get(numa_id, {}).get(name, 0) + credited.get(numa_id, {}).get(name, 0)
+                seen = report.get(name)
+                if seen is None:
+                    continue
+                if owed:
+                    seen -= owed.get(name, 0)
+                if back:
+                    seen += back.get(name, 0)
+                if seen < value or value < 0:  # else the replica's value stands
                     resources[name] = max(0, min(value, seen))
         return available
 
@@ -713,9 +748,6 @@ class Cluster:
         self._reported[record.name] = (record.nrt, reported)
         return reported
 
-    def _unreflected_usage(self, record: NodeRecord) -> dict[int, dict[str, int]]:
-        """What placements the last report does not show yet take from each zone."""
-        return _summed(entry.usage for entry in record.pods.values() if not entry.reflected)
 
 
 def _taken(before: Mapping[int, Mapping[str, int]], after: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
@@ -805,6 +837,20 @@ def _device_state_with(model: KubeletNode, moved: Mapping[str, Mapping[str, Cont
                     return None
                 seen |= ids
     return DeviceManagerState(state.numa_nodes, state.devices, state.healthy, allocations, state.reusable)
+
+
+def _add_usage(total: dict[int, dict[str, int]], usage: Mapping[int, Mapping[str, int]], sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) one per-zone usage in ``total``, dropping what comes to 0."""
+    for numa_id, resources in usage.items():
+        zone = total.setdefault(numa_id, {})
+        for name, value in resources.items():
+            left = zone.get(name, 0) + sign * value
+            if left:
+                zone[name] = left
+            else:
+                zone.pop(name, None)
+        if not zone:
+            del total[numa_id]
 
 
 def _summed(usages: Iterable[Mapping[int, Mapping[str, int]]]) -> dict[int, dict[str, int]]:
