@@ -25,11 +25,13 @@ from tests.scheduler.test_decisions_identical import _bench
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
 from toposched.scheduler.framework import CycleState, registry
+from toposched.scheduler.plugins.cpu_orchestration import _bind_counts_of
 from toposched.topology import CPUSet
 from toposched.workload import Container, Pod
 
 GI = 2**30
 PACKS, DISTRIBUTES = "takes them first", "spreads its"  # the two wordings of the rule
+UNHINTED = "names no NUMA node"  # the packing form where the Topology Manager gives no hint (policy none)
 
 
 def _spread_pod(i: int, cpus: int) -> Pod:
@@ -76,11 +78,49 @@ def test_a_kubelet_distributing_over_numa_nodes_splits_a_core_wherever_the_filte
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
 
 
-def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "") -> tuple[int, int]:
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_kubelet_without_numa_hints_splits_a_core_wherever_the_filter_says_it_will(seed: int) -> None:
+    # Every node's Topology Manager policy is none: the static CPU manager takes from every free CPU,
+    # so a whole free core on any NUMA node is enough, even where another NUMA node has none left.
+    bench = _bench("realistic")
+    rnd = random.Random(seed)
+    cluster = Cluster()
+    for n in range(24):
+        machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
+        config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
+                               reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI})
+        cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    for i in range(200):
+        pod = bench.make_pod_wide(i, rnd)
+        if scheduler.schedule(pod, now=float(i)).node is not None:
+            scheduler.bound(pod, now=float(i))
+    # And an empty node with one thread of every core reserved: no core is whole, the kubelet gives
+    # one thread per core, and the rule must not refuse it.
+    machine = bench.wide_machine(*bench.WIDE_SHAPES[0])
+    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core)
+                     for core in {machine.cpu(c).core_id for c in machine.online})
+    config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
+                           reserved_system_cpus=seconds, kube_reserved={"memory": GI})
+    cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)
+    refused_on: list[str] = []
+    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24), wording=UNHINTED,
+                                                 refused_on=refused_on)
+    assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+    # Where the rule is new: some NUMA node of the refused node has no whole free core (the rule for
+    # kubelets with hints would have let the node through, to be refused after admission).
+    plugin = registry.create("CPUOrchestration")
+    counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
+              for name in refused_on]
+    assert any(c[4] == 0 for c in counts), "every refused node had a whole free core on each NUMA node"
+
+
+def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "",
+                              refused_on: list[str] | None = None) -> tuple[int, int]:
     """For SpreadByPCPUs pods of ``sizes`` CPUs: the batch filter is the per-node one on every node, and
     wherever it refuses for the kubelet taking whole cores (``wording``: only that form of the rule),
     the replica refuses the pod or gives its container two threads of a core. Returns how many nodes
-    were refused so and how many of those the replica admitted."""
+    were refused so and how many of those the replica admitted; ``refused_on`` gets their names."""
     cluster = scheduler.cluster
     plugin = registry.create("CPUOrchestration")
     table = scheduler.table
@@ -98,6 +138,8 @@ def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], word
                 continue
             assert cpus >= 2, "a 1-CPU container cannot be given two threads of a core"
             refused += 1
+            if refused_on is not None:
+                refused_on.append(name)
             admission = node.model.admit(pod, trial=True)
             if not admission.admitted:
                 continue

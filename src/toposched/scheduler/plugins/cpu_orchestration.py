@@ -603,7 +603,10 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     ``distribute-cpus-across-numa``, cores with 2 or more threads), the container asks for 2 or more
     CPUs and every NUMA node has a whole free core: upstream's ``takeByTopologyNUMAPacked`` takes
     whole cores (or whole NUMA nodes and sockets) before single threads, from the CPUs of the
-    NUMA nodes the hint names. The caller checks that every NUMA node has a whole free core.
+    NUMA nodes the hint names. Under the Topology Manager's ``none`` policy there is no hint (the
+    static policy's ``allocateCPUs`` gets a nil affinity) and it takes from every free CPU, so one
+    whole free core anywhere on the node is enough. The caller checks the free cores
+    (:func:`_whole_core_column` says which count).
 
     With ``distribute-cpus-across-numa`` (without ``full-pcpus-only``, ``align-by-socket`` or
     ``distribute-cpus-across-cores``) it will when the container asks for at least a core's threads
@@ -617,12 +620,23 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     name, count, _ = request.containers[0]
     if count < facts.whole_core_from:
         return None
+    if facts.kubelet_packs and facts.unhinted:
+        return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, from every "
+                f"free CPU as its Topology Manager names no NUMA node, and the node has a free one), which break the "
+                f"required {SPREAD_BY_PCPUS}")
     if facts.kubelet_packs:
         return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
                 f"NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}")
     return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
             f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
             f"has a free one), which break the required {SPREAD_BY_PCPUS}")
+
+
+def _whole_core_column(facts: _NodeFacts) -> int:
+    """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
+    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
+    else on the NUMA node with the fewest (4)."""
+    return 0 if facts.kubelet_packs and facts.unhinted else 4
 
 
 def _core_masks(machine: Machine) -> list[int]:
@@ -779,6 +793,8 @@ class _NodeFacts:
     # every NUMA node has one (0: never known; see _kubelet_splits_no_core), and whether it packs.
     whole_core_from: int = 0
     kubelet_packs: bool = False
+    # The Topology Manager policy is none: the CPU manager gets no NUMA hint and takes from every free CPU.
+    unhinted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -898,7 +914,8 @@ class CPUOrchestration:
             elif not options.full_pcpus_only and not options.align_by_socket:
                 # Spread over at most every NUMA node, each share is at least a core's threads.
                 whole_core_from = per_core * len(model.machine.numa_nodes)
-        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs)
+        return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
+                          model.config.topology_manager_policy == "none")
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
@@ -983,8 +1000,9 @@ class CPUOrchestration:
                 reason = (f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
                           f"the best NUMA node has {best}")
                 return Status.unschedulable(reason, plugin=self.name)
-        reason = _kubelet_splits_no_core(verdict, request, self._facts(node))
-        if reason is not None and _bind_counts_of(free.mask, machine)[4] > 0:
+        facts = self._facts(node)
+        reason = _kubelet_splits_no_core(verdict, request, facts)
+        if reason is not None and _bind_counts_of(free.mask, machine)[_whole_core_column(facts)] > 0:
             return Status.unschedulable(reason, plugin=self.name)
         return Status.success()
 
@@ -1061,7 +1079,7 @@ class CPUOrchestration:
                 ok[at[narrow]] = False
             reason = _kubelet_splits_no_core(verdict, request, facts)  # type: ignore[arg-type]
             if reason is not None:
-                packed = at[ok[at] & (counts[at, 4] > 0)]
+                packed = at[ok[at] & (counts[at, _whole_core_column(facts)] > 0)]  # type: ignore[arg-type]
                 reasons.set(packed, reason)
                 ok[packed] = False
         return ok, reasons.result()
