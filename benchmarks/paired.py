@@ -7,11 +7,11 @@ then the other, in alternating order, so both see the same machine at the same m
 each side's pods/s, mean, p50 and p99 (overall and per class of pod), the ratio of their times,
 and how many decisions differ (the same node for every pod, or the change moved a decision).
 
-    python benchmarks/paired.py --against HEAD~3 --nodes 2000 --pods 3000 [--json OUT.json]
+    python benchmarks/paired.py --against HEAD~3 --nodes 2000 --pods 3000 [--mix wide] [--json OUT.json]
 
 The revision is checked out with ``git worktree`` into a temporary directory and imported as
-``toposched_ref`` (its imports rewritten); both sides must offer ``realistic.py``'s
-``build_cluster``, ``make_pod`` and ``kind``. Even the same code on both sides is not exactly 1.0:
+``toposched_ref`` (its imports rewritten); both sides must offer ``realistic.py``'s ``MIXES``
+(``--mix``: the default one or ``wide``) and ``kind``. Even the same code on both sides is not exactly 1.0:
 on this 2-core machine it measured 1.03 (the working tree's side slower); run it with
 ``--against HEAD`` on an unchanged tree to know the harness's own bias before reading a ratio.
 """
@@ -61,17 +61,18 @@ def reference_module(revision: str, workdir: Path) -> Any:
 class Side:
     """One version's cluster, scheduler and share of the run."""
 
-    def __init__(self, bench: Any, nodes: int, pods: int, seed: int, per_node: float) -> None:
+    def __init__(self, bench: Any, mix: str, nodes: int, pods: int, seed: int, per_node: float) -> None:
         self.bench = bench
-        self.cluster = bench.build_cluster(nodes, seed)
+        build_cluster, make_pod = bench.MIXES[mix]
+        self.cluster = build_cluster(nodes, seed)
         self.scheduler = bench.Scheduler(self.cluster, bench.load_profile("toposched"))
         rnd = random.Random(seed + 1)
         self.running: list[Any] = []
         self.now = 0.0
         prefill = int(per_node * nodes)
         for i in range(prefill):
-            self._place(bench.make_pod(i, rnd))
-        self.arrivals = [bench.make_pod(prefill + i, rnd) for i in range(pods)]
+            self._place(make_pod(i, rnd))
+        self.arrivals = [make_pod(prefill + i, rnd) for i in range(pods)]
         self.victims = [rnd.random() for _ in range(pods)]
         self.ms: list[float] = []
 
@@ -114,6 +115,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--per-node", type=float, default=6.0)
+    parser.add_argument("--mix", choices=("default", "wide"), default="default", help="realistic.py's --mix")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.nodes < 1 or args.pods < 1 or args.per_node <= 0:
@@ -122,8 +124,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="toposched-paired-") as tmp:
         reference = reference_module(args.against, Path(tmp))
-        sides = {"reference": Side(reference, args.nodes, args.pods, args.seed, args.per_node),
-                 "working tree": Side(realistic, args.nodes, args.pods, args.seed, args.per_node)}
+        sides = {name: Side(bench, args.mix, args.nodes, args.pods, args.seed, args.per_node)
+                 for name, bench in (("reference", reference), ("working tree", realistic))}
     freeze_heap()
     differ = 0
     for i in range(args.pods):
@@ -132,14 +134,15 @@ def main() -> int:
         differ += nodes["reference"] != nodes["working tree"]
     figures = {name: side.figures() for name, side in sides.items()}
     ratio = sum(sides["working tree"].ms) / sum(sides["reference"].ms)
-    print(f"{args.nodes} nodes, {args.pods} arrivals, working tree against {args.against}:")
+    print(f"{args.nodes} nodes ({args.mix} mix), {args.pods} arrivals, working tree against {args.against}:")
     for name, f in figures.items():
         kinds = "  ".join(f"{k} {v['mean_ms']:.2f}/{v['p99_ms']:.2f}" for k, v in f["by_kind"].items())
         print(f"  {name:12}  {f['pods_per_second']:.0f} pods/s  mean {f['mean_ms']:.3f} ms  p50 {f['p50_ms']:.2f}  "
               f"p99 {f['p99_ms']:.2f}   (mean/p99 ms) {kinds}")
     print(f"  time ratio working tree / reference: {ratio:.3f}; decisions that differ: {differ}")
     if args.json is not None:
-        write_json(args.json, {"against": args.against, "nodes": args.nodes, "pods": args.pods, "seed": args.seed,
+        write_json(args.json, {"against": args.against, "mix": args.mix, "nodes": args.nodes, "pods": args.pods,
+                               "seed": args.seed,
                                "sides": figures, "time_ratio": ratio, "decisions_differ": differ})
     return 0
 

@@ -32,6 +32,7 @@ from toposched.workload import Container, Pod
 GI = 2**30
 PACKS, DISTRIBUTES = "takes them first", "spreads its"  # the two wordings of the rule
 UNHINTED = "names no NUMA node"  # the packing form where the Topology Manager gives no hint (policy none)
+LOWEST = "from the lowest NUMA node"  # the packing form where it names the lowest NUMA node that fits
 
 
 def _spread_pod(i: int, cpus: int) -> Pod:
@@ -78,16 +79,19 @@ def test_a_kubelet_distributing_over_numa_nodes_splits_a_core_wherever_the_filte
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
 
 
+@pytest.mark.parametrize("policy", ["none", "best-effort", "restricted", "single-numa-node"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_a_kubelet_without_numa_hints_splits_a_core_wherever_the_filter_says_it_will(seed: int) -> None:
-    # Every node's Topology Manager policy is none: the static CPU manager takes from every free CPU,
-    # so a whole free core on any NUMA node is enough, even where another NUMA node has none left.
+def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_says_it_will(seed: int, policy: str) -> None:
+    # Under the Topology Manager policy none the static CPU manager takes from every free CPU, so a whole
+    # free core on any NUMA node is enough; under the others (no Static memory manager, no devices) it
+    # takes from the lowest NUMA node with enough free CPUs. Either way a NUMA node elsewhere may have
+    # no whole free core left, where the rule for every NUMA node would not apply.
     bench = _bench("realistic")
     rnd = random.Random(seed)
     cluster = Cluster()
     for n in range(24):
         machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
-        config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
+        config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
                                reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI})
         cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
     scheduler = Scheduler(cluster, load_profile("toposched"))
@@ -95,32 +99,35 @@ def test_a_kubelet_without_numa_hints_splits_a_core_wherever_the_filter_says_it_
         pod = bench.make_pod_wide(i, rnd)
         if scheduler.schedule(pod, now=float(i)).node is not None:
             scheduler.bound(pod, now=float(i))
-    # And an empty node with one thread of every core reserved: no core is whole, the kubelet gives
-    # one thread per core, and the rule must not refuse it.
+    # And an empty node with one thread of every core of NUMA node 0 reserved (of every core, under
+    # none): the kubelet gives one thread per core from it, and the rule must not refuse the node.
     machine = bench.wide_machine(*bench.WIDE_SHAPES[0])
-    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core)
-                     for core in {machine.cpu(c).core_id for c in machine.online})
-    config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
+    halved = {machine.cpu(c).core_id for c in machine.online if policy == "none" or machine.cpu(c).numa_id == 0}
+    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core) for core in halved)
+    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
                            reserved_system_cpus=seconds, kube_reserved={"memory": GI})
     cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)
-    refused_on: list[str] = []
-    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24), wording=UNHINTED,
+    refused_on: list[tuple[str, int]] = []
+    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24),
+                                                 wording=UNHINTED if policy == "none" else LOWEST,
                                                  refused_on=refused_on)
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+    # Its NUMA node 0 has 12 free CPUs, one per core: pods that fit there get one thread per core.
+    assert not [cpus for name, cpus in refused_on if name == "halved" and cpus <= 12]
     # Where the rule is new: some NUMA node of the refused node has no whole free core (the rule for
-    # kubelets with hints would have let the node through, to be refused after admission).
+    # every NUMA node would have let the node through, to be refused after admission).
     plugin = registry.create("CPUOrchestration")
     counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
-              for name in refused_on]
+              for name, _ in refused_on]
     assert any(c[4] == 0 for c in counts), "every refused node had a whole free core on each NUMA node"
 
 
 def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "",
-                              refused_on: list[str] | None = None) -> tuple[int, int]:
+                              refused_on: list[tuple[str, int]] | None = None) -> tuple[int, int]:
     """For SpreadByPCPUs pods of ``sizes`` CPUs: the batch filter is the per-node one on every node, and
     wherever it refuses for the kubelet taking whole cores (``wording``: only that form of the rule),
     the replica refuses the pod or gives its container two threads of a core. Returns how many nodes
-    were refused so and how many of those the replica admitted; ``refused_on`` gets their names."""
+    were refused so and how many of those the replica admitted; ``refused_on`` gets (node, CPUs) of each."""
     cluster = scheduler.cluster
     plugin = registry.create("CPUOrchestration")
     table = scheduler.table
@@ -139,7 +146,7 @@ def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], word
             assert cpus >= 2, "a 1-CPU container cannot be given two threads of a core"
             refused += 1
             if refused_on is not None:
-                refused_on.append(name)
+                refused_on.append((name, cpus))
             admission = node.model.admit(pod, trial=True)
             if not admission.admitted:
                 continue
@@ -152,3 +159,52 @@ def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], word
                 node.model.unadmit(pod.uid)
     return refused, checked
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+
+
+@pytest.mark.parametrize("steer", ["memory", "pod-scope", "device"])
+def test_where_another_provider_or_the_pod_steers_the_hint_the_lowest_fitting_numa_node_decides_nothing(steer: str) -> None:
+    # NUMA node 0 has whole free cores and room for the container's CPUs; NUMA node 1 has one thread
+    # of every core reserved. Something other than the container's own CPUs makes the Topology
+    # Manager name NUMA node 1: memory (the Static memory manager, NUMA node 0's memory taken), the
+    # pod's peak (pod scope, NUMA node 0 without enough free CPUs for it) or a device on NUMA node 1.
+    # The kubelet then gives one thread per core, and the filter must let the node through.
+    bench = _bench("realistic")
+    machine = bench.wide_machine(2, 12, 2, 2, 96, 0, 0)
+    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core)
+                     for core in {machine.cpu(c).core_id for c in machine.online if machine.cpu(c).numa_id == 1})
+    memory = dict(memory_manager_policy="Static", reserved_memory={0: {"memory": 2 * GI + 100 * 2**20}},
+                  system_reserved={"memory": 2 * GI}) if steer == "memory" else {}
+    config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static",
+                           topology_manager_scope="pod" if steer == "pod-scope" else "container",
+                           reserved_system_cpus=seconds, **memory)
+    plugins = {"example.com/dev": [("dev0", [1])]} if steer == "device" else None
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config, device_plugins=plugins)
+    if steer == "memory":  # NUMA node 0's memory goes to a 1-CPU pod (one thread: whole cores remain)
+        cluster.add_bound_pod(Pod("big", uid="big", containers=(Container("c", limits={"cpu": 1000, "memory": 90 * GI}),)),
+                              "n", now=0.0)
+    if steer == "pod-scope":  # 14 of NUMA node 0's 24 CPUs taken: 10 left, 5 whole cores
+        cluster.add_bound_pod(Pod("big", uid="big", containers=(Container("c", limits={"cpu": 14000, "memory": GI}),)),
+                              "n", now=0.0)
+    if steer != "device":
+        assert cluster.nodes["n"].pods["big"].placement.numa_nodes == {0}
+    limits = {"cpu": 4000, "memory": (10 if steer == "memory" else 1) * GI}
+    if steer == "device":
+        limits["example.com/dev"] = 1
+    containers = [Container("app", limits=limits)]
+    if steer == "pod-scope":
+        containers.append(Container("side", limits={"cpu": 8000, "memory": GI}))  # the pod's peak: 12 CPUs
+    pod = Pod("spread", uid="spread", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
+              containers=tuple(containers))
+    admission = cluster.nodes["n"].model.admit(pod, trial=True)
+    assert admission.admitted, admission.message
+    given = admission.containers["app"].cpuset
+    cluster.nodes["n"].model.unadmit(pod.uid)
+    assert {machine.cpu(c).numa_id for c in given} == {1}
+    assert len({machine.cpu(c).core_id for c in given}) == len(given)  # one thread per core
+    plugin = registry.create("CPUOrchestration")
+    assert plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"]).is_success
+    table = Scheduler(cluster, load_profile("toposched")).table
+    table.refresh()
+    ok, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
+    assert ok.all()

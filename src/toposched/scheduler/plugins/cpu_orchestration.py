@@ -580,18 +580,30 @@ def _allocatable_mask(node: NodeRecord) -> int:
     return model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
 
 
+_BIND_COUNTS = 8  # the width of _bind_counts_of's answer
+_FREE_PER_NUMA = (5, 6)  # its columns holding each NUMA node's free CPUs, one byte each (see _bind_counts_of)
+_WHOLE_NUMA = 7  # its column holding the NUMA nodes with a whole free core, as a bitmask
+_BYTE = 255
+
+
 @lru_cache(maxsize=65536)
-def _bind_counts_of(free: int, machine: Machine) -> tuple[int, int, int, int, int]:
+def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
     """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
-    of ``machine``: in all, and on the best NUMA node; and the whole-core CPUs of the NUMA node with
-    the fewest (remembered: most changes of a node leave its free CPUs as they were)."""
+    of ``machine``: in all, and on the best NUMA node; the whole-core CPUs of the NUMA node with the
+    fewest; then each NUMA node's free CPUs (at most 255 counted), one byte per NUMA node in NUMA-id
+    order over two integers (the first 16 NUMA nodes), and the NUMA nodes with a whole free core as a
+    bitmask (remembered: most changes of a node leave its free CPUs as they were)."""
     full, spread = _required_masks(free, machine)
     numa_masks = _numa_masks(machine)
     if not numa_masks:
-        return full.bit_count(), 0, spread.bit_count(), 0, 0
+        return full.bit_count(), 0, spread.bit_count(), 0, 0, 0, 0, 0
     full_per_numa = [(full & m).bit_count() for m in numa_masks]
+    packed = [0, 0]
+    for n, m in enumerate(numa_masks[:16]):
+        packed[n // 8] |= min((free & m).bit_count(), _BYTE) << 8 * (n % 8)
+    whole = sum(1 << n for n, count in enumerate(full_per_numa) if count)
     return (full.bit_count(), max(full_per_numa), spread.bit_count(), max((spread & m).bit_count() for m in numa_masks),
-            min(full_per_numa))
+            min(full_per_numa), packed[0], packed[1], whole)
 
 
 def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> str | None:
@@ -630,6 +642,49 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
             f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
             f"has a free one), which break the required {SPREAD_BY_PCPUS}")
+
+
+_HINTED = ("best-effort", "restricted", "single-numa-node")
+
+
+def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> tuple[str, int] | None:
+    """Why the node's kubelet will give the pod's first container two threads of one core when the
+    lowest NUMA node with enough free CPUs for the hint has a whole free core, and that count
+    (the CPUs the hint is asked for: the pod's peak at pod scope, else the container's); None where
+    :func:`_lowest_fit` does not apply.
+
+    It applies to packing kubelets (:func:`_kubelet_splits_no_core`) whose Topology Manager policy
+    is best-effort, restricted or single-numa-node, with no Static memory manager, for a pod without
+    extended resources: the CPU manager is then the only provider with hints. Its hints (upstream
+    ``generateCPUTopologyHints``) are the NUMA sets with enough free CPUs, preferred when as narrow
+    as the narrowest set whose CPUs could hold the count (or, with ``align-by-socket``, within as
+    few sockets as that needs, which single NUMA nodes are too); when one NUMA node has enough free
+    CPUs, the policy takes the narrowest preferred hint, of equally narrow ones the lowest
+    (``IsNarrowerThan``; ``prefer-closest-numa-nodes`` ranks only wider sets by distance): the
+    lowest such NUMA node. The container's CPUs then come packed from it, whole cores first.
+    """
+    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.lowest_fit or not request.containers:
+        return None
+    if request.devices:
+        return None
+    name, count, _ = request.containers[0]
+    if count < facts.whole_core_from:
+        return None
+    hinted = request.peak if facts.scope == "pod" else count
+    if hinted > _BYTE:  # free counts are kept up to 255 a NUMA node
+        return None
+    return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, from the "
+            f"lowest NUMA node with {hinted} free CPUs, which its Topology Manager names, and that NUMA node has a "
+            f"free one), which break the required {SPREAD_BY_PCPUS}"), hinted
+
+
+def _lowest_fit(counts: np.ndarray, hinted: int) -> np.ndarray:
+    """Per row of :func:`_bind_counts_of` answers (rows x its width): some NUMA node has ``hinted`` free
+    CPUs, and the lowest such one has a whole free core."""
+    free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1]).view(np.uint8)  # rows x 16, NUMA order
+    fits = free >= hinted
+    first = fits.argmax(axis=1)
+    return fits.any(axis=1) & ((counts[:, _WHOLE_NUMA] >> first) & 1 == 1)
 
 
 def _whole_core_column(facts: _NodeFacts) -> int:
@@ -760,6 +815,7 @@ class _Request:
     containers: tuple[tuple[str, int, bool], ...] = ()  # (name, exclusive CPUs, its CPUs are reused later)
     peak: int = 0  # the pod's exclusive CPUs at its peak
     refusal: Status | None = None
+    devices: bool = False  # it asks for an extended resource (one a device plugin may serve)
 
     @property
     def needs(self) -> bool:
@@ -795,6 +851,8 @@ class _NodeFacts:
     kubelet_packs: bool = False
     # The Topology Manager policy is none: the CPU manager gets no NUMA hint and takes from every free CPU.
     unhinted: bool = False
+    # Its Topology Manager names the lowest NUMA node with enough free CPUs when one has (see _lowest_fit).
+    lowest_fit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -873,7 +931,9 @@ class CPUOrchestration:
             if count:
                 reused = c in pod.init_containers and not c.is_sidecar
                 containers.append((c.name, count, reused))
-        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus)
+        # Any extended resource may have a device plugin, whose hints the Topology Manager merges too.
+        devices = any("/" in r for c in pod.all_containers for r in c.limits_or_requests)
+        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus, devices=devices)
 
     # ---- the node
 
@@ -914,8 +974,10 @@ class CPUOrchestration:
             elif not options.full_pcpus_only and not options.align_by_socket:
                 # Spread over at most every NUMA node, each share is at least a core's threads.
                 whole_core_from = per_core * len(model.machine.numa_nodes)
+        tm_policy = model.config.topology_manager_policy
+        lowest_fit = packs and tm_policy in _HINTED and model.memory is None
         return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
-                          model.config.topology_manager_policy == "none")
+                          tm_policy == "none", lowest_fit)
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
@@ -1001,9 +1063,13 @@ class CPUOrchestration:
                           f"the best NUMA node has {best}")
                 return Status.unschedulable(reason, plugin=self.name)
         facts = self._facts(node)
+        counts = _bind_counts_of(free.mask, machine)
         reason = _kubelet_splits_no_core(verdict, request, facts)
-        if reason is not None and _bind_counts_of(free.mask, machine)[_whole_core_column(facts)] > 0:
+        if reason is not None and counts[_whole_core_column(facts)] > 0:
             return Status.unschedulable(reason, plugin=self.name)
+        named = _kubelet_names_a_split_numa_node(verdict, request, facts)
+        if named is not None and _lowest_fit(np.array([counts], dtype=np.int64), named[1])[0]:
+            return Status.unschedulable(named[0], plugin=self.name)
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -1045,7 +1111,7 @@ class CPUOrchestration:
         counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
         memo = self._memos.get(table)
         if memo is None:  # else filter_all brought it up to date
-            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, 5)
+            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, _BIND_COUNTS)
             memo.update(table)
         cls, counts = memo.cls[rows], memo.values.take(rows, axis=0)  # take: a 2-D gather at a quarter of the cost
         ok = np.ones(len(rows), dtype=bool)
@@ -1082,14 +1148,19 @@ class CPUOrchestration:
                 packed = at[ok[at] & (counts[at, _whole_core_column(facts)] > 0)]  # type: ignore[arg-type]
                 reasons.set(packed, reason)
                 ok[packed] = False
+            named = _kubelet_names_a_split_numa_node(verdict, request, facts)  # type: ignore[arg-type]
+            if named is not None:
+                left = at[ok[at]]
+                named_rows = left[_lowest_fit(counts[left], named[1])]
+                reasons.set(named_rows, named[0])
+                ok[named_rows] = False
         return ok, reasons.result()
 
-    def _bind_counts(self, node: NodeRecord) -> tuple[int, int, int, int, int]:
-        """The CPUs a required FullPCPUs and SpreadByPCPUs pod may use on ``node`` (as :meth:`filter` counts
-        them): in all, and on the best NUMA node; zeros for a node without a replica."""
+    def _bind_counts(self, node: NodeRecord) -> tuple[int, ...]:
+        """:func:`_bind_counts_of` for ``node`` (as :meth:`filter` counts them); zeros for a node without a replica."""
         model = node.model
         if model is None:
-            return 0, 0, 0, 0, 0
+            return (0,) * _BIND_COUNTS
         return _bind_counts_of(self._free_mask(node), model.machine)
 
     def _free_mask(self, node: NodeRecord) -> int:
