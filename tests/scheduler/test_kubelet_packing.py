@@ -17,6 +17,7 @@ two threads of one core; and the batch form refuses the same rows as the per-nod
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
 from toposched.scheduler.framework import CycleState, registry
 from toposched.scheduler.plugins.cpu_orchestration import _bind_counts_of
-from toposched.topology import CPUSet
+from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod
 
 GI = 2**30
@@ -61,20 +62,8 @@ def test_the_kubelet_splits_a_core_wherever_the_filter_says_it_will(seed: int, m
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_kubelet_distributing_over_numa_nodes_splits_a_core_wherever_the_filter_says_it_will(seed: int) -> None:
     # Every node's kubelet has distribute-cpus-across-numa: the rule's second form, on 1 to 8 NUMA nodes.
-    bench = _bench("realistic")
-    rnd = random.Random(seed)
-    cluster = Cluster()
-    for n in range(24):
-        machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
-        config = KubeletConfig(topology_manager_policy=rnd.choice(bench.POLICIES), cpu_manager_policy="static",
-                               cpu_manager_options={"distribute-cpus-across-numa": "true"},
-                               reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI})
-        cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    for i in range(150):
-        pod = bench.make_pod_wide(i, rnd)
-        if scheduler.schedule(pod, now=float(i)).node is not None:
-            scheduler.bound(pod, now=float(i))
+    policies = _bench("realistic").POLICIES
+    scheduler = _filled_cluster(seed, 150, lambda rnd: rnd.choice(policies), {"distribute-cpus-across-numa": "true"})
     refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24), wording=DISTRIBUTES)
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
 
@@ -86,26 +75,14 @@ def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_
     # free core on any NUMA node is enough; under the others (no Static memory manager, no devices) it
     # takes from the lowest NUMA node with enough free CPUs. Either way a NUMA node elsewhere may have
     # no whole free core left, where the rule for every NUMA node would not apply.
-    bench = _bench("realistic")
-    rnd = random.Random(seed)
-    cluster = Cluster()
-    for n in range(24):
-        machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
-        config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
-                               reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI})
-        cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    for i in range(200):
-        pod = bench.make_pod_wide(i, rnd)
-        if scheduler.schedule(pod, now=float(i)).node is not None:
-            scheduler.bound(pod, now=float(i))
+    scheduler = _filled_cluster(seed, 200, lambda rnd: policy, {})
+    cluster = scheduler.cluster
     # And an empty node with one thread of every core of NUMA node 0 reserved (of every core, under
     # none): the kubelet gives one thread per core from it, and the rule must not refuse the node.
-    machine = bench.wide_machine(*bench.WIDE_SHAPES[0])
-    halved = {machine.cpu(c).core_id for c in machine.online if policy == "none" or machine.cpu(c).numa_id == 0}
-    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core) for core in halved)
+    machine = _bench("realistic").wide_machine(*_bench("realistic").WIDE_SHAPES[0])
     config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
-                           reserved_system_cpus=seconds, kube_reserved={"memory": GI})
+                           reserved_system_cpus=_second_threads(machine, None if policy == "none" else 0),
+                           kube_reserved={"memory": GI})
     cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)
     refused_on: list[tuple[str, int]] = []
     refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24),
@@ -120,6 +97,32 @@ def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_
     counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
               for name, _ in refused_on]
     assert any(c[4] == 0 for c in counts), "every refused node had a whole free core on each NUMA node"
+
+
+def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str], options: dict[str, str]) -> Scheduler:
+    """24 nodes of the wide mix's hardware, static CPU managers with ``options``, Topology Manager
+    policies drawn by ``policy``; then ``pods`` of the wide mix's pods scheduled and bound."""
+    bench = _bench("realistic")
+    rnd = random.Random(seed)
+    cluster = Cluster()
+    for n in range(24):
+        machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
+        config = KubeletConfig(topology_manager_policy=policy(rnd), cpu_manager_policy="static",
+                               cpu_manager_options=options, reserved_system_cpus=CPUSet([0]),
+                               kube_reserved={"memory": GI})
+        cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    for i in range(pods):
+        pod = bench.make_pod_wide(i, rnd)
+        if scheduler.schedule(pod, now=float(i)).node is not None:
+            scheduler.bound(pod, now=float(i))
+    return scheduler
+
+
+def _second_threads(machine: Machine, numa: int | None) -> CPUSet:
+    """The second thread of every core of NUMA node ``numa`` (of every core: None)."""
+    cores = {machine.cpu(c).core_id for c in machine.online if numa is None or machine.cpu(c).numa_id == numa}
+    return CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core) for core in cores)
 
 
 def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "",
@@ -170,8 +173,7 @@ def test_where_another_provider_or_the_pod_steers_the_hint_the_lowest_fitting_nu
     # The kubelet then gives one thread per core, and the filter must let the node through.
     bench = _bench("realistic")
     machine = bench.wide_machine(2, 12, 2, 2, 96, 0, 0)
-    seconds = CPUSet(max(c for c in machine.online if machine.cpu(c).core_id == core)
-                     for core in {machine.cpu(c).core_id for c in machine.online if machine.cpu(c).numa_id == 1})
+    seconds = _second_threads(machine, 1)
     memory = dict(memory_manager_policy="Static", reserved_memory={0: {"memory": 2 * GI + 100 * 2**20}},
                   system_reserved={"memory": 2 * GI}) if steer == "memory" else {}
     config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static",
