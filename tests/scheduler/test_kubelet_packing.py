@@ -26,7 +26,7 @@ from tests.scheduler.test_decisions_identical import _bench
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler, load_profile
 from toposched.scheduler.framework import CycleState, registry
-from toposched.scheduler.plugins.cpu_orchestration import _bind_counts_of
+from toposched.scheduler.plugins.cpu_orchestration import _bind_counts_of, _lowest_fit
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod
 
@@ -210,3 +210,16 @@ def test_where_another_provider_or_the_pod_steers_the_hint_the_lowest_fitting_nu
     table.refresh()
     ok, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
     assert ok.all()
+
+
+def test_the_per_numa_counts_fit_the_row_memo_on_a_machine_of_many_numa_nodes() -> None:
+    # 70 NUMA nodes of one two-thread core each: the counts are kept for the first 16 NUMA nodes, as
+    # integers a row of int64 holds, and the lowest NUMA node that fits is found among them.
+    rows = [{"cpu": c + t * 70, "core": c, "socket": 0, "numa": c} for t in range(2) for c in range(70)]
+    machine = Machine.from_cpu_table(rows, memory_per_numa=GI)
+    free = machine.online.mask & ~(1 << 70)  # NUMA node 0 has one thread left, the others whole cores
+    counts = np.array([_bind_counts_of(free, machine)], dtype=np.int64)
+    assert counts[0, 4] == 0 and counts[0, 0] == 2 * 69
+    assert not _lowest_fit(counts, 1)[0]  # NUMA node 0 fits one CPU and has no whole core
+    assert _lowest_fit(counts, 2)[0]  # NUMA node 1 is the lowest with two free CPUs, a whole core
+    assert not _lowest_fit(counts, 3)[0]  # no NUMA node has three

@@ -592,7 +592,7 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
     of ``machine``: in all, and on the best NUMA node; the whole-core CPUs of the NUMA node with the
     fewest; then each NUMA node's free CPUs (at most 255 counted), one byte per NUMA node in NUMA-id
     order over two integers (the first 16 NUMA nodes), and the NUMA nodes with a whole free core as a
-    bitmask (remembered: most changes of a node leave its free CPUs as they were)."""
+    bitmask, the first 16 too (remembered: most changes of a node leave its free CPUs as they were)."""
     full, spread = _required_masks(free, machine)
     numa_masks = _numa_masks(machine)
     if not numa_masks:
@@ -601,7 +601,7 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
     packed = [0, 0]
     for n, m in enumerate(numa_masks[:16]):
         packed[n // 8] |= min((free & m).bit_count(), _BYTE) << 8 * (n % 8)
-    whole = sum(1 << n for n, count in enumerate(full_per_numa) if count)
+    whole = sum(1 << n for n, count in enumerate(full_per_numa[:16]) if count)  # an int64 column: 16 NUMA nodes too
     return (full.bit_count(), max(full_per_numa), spread.bit_count(), max((spread & m).bit_count() for m in numa_masks),
             min(full_per_numa), packed[0], packed[1], whole)
 
@@ -681,7 +681,8 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
 def _lowest_fit(counts: np.ndarray, hinted: int) -> np.ndarray:
     """Per row of :func:`_bind_counts_of` answers (rows x its width): some NUMA node has ``hinted`` free
     CPUs, and the lowest such one has a whole free core."""
-    free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1]).view(np.uint8)  # rows x 16, NUMA order
+    # Little-endian whatever the machine: byte k of a column is NUMA node k (of the column's eight).
+    free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1], dtype="<i8").view(np.uint8)
     fits = free >= hinted
     first = fits.argmax(axis=1)
     return fits.any(axis=1) & ((counts[:, _WHOLE_NUMA] >> first) & 1 == 1)
