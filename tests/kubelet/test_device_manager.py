@@ -755,6 +755,28 @@ def test_init_container_devices_are_reused_by_app_containers():
     assert not got["app1"] & got["app2"]
 
 
+def test_a_pod_without_devices_changes_nothing_and_reuse_sets_keep_only_devices():
+    # Upstream gives every pod it allocates for a reuse set; an empty one reads as an absent one, so
+    # the model keeps none: a pod asking for no device leaves the state the same object (its
+    # availability and in-use views stay memoised), and a set the app containers used up is dropped.
+    dm = DeviceManager([0], {R1: [("dev1", None), ("dev2", None)]})
+    before = dm.state
+    plain = Pod("plain", uid="plain", init_containers=(Container("init", limits={"cpu": 1000}),),
+                containers=(Container("app", limits={"cpu": 1000}),))
+    for c in plain.all_containers:
+        assert dm.allocate(plain, c) == {}
+    dm.release(plain)
+    assert dm.state is before
+    pod = Pod("p", uid="u", init_containers=(Container("init", limits={R1: 1}),),
+              containers=(Container("app", limits={R1: 1}),))
+    dm.allocate(pod, "init")
+    assert dict(dm.state.reusable) == {"u": {R1: dm.pod_devices(pod)["init"][R1]}}
+    dm.allocate(pod, "app")  # takes the init container's device: nothing is left to reuse
+    assert dict(dm.state.reusable) == {}
+    assert dm.state == DeviceManagerState(dm.state.numa_nodes, dm.state.devices, dm.state.healthy,
+                                          dm.state.allocations, {"u": {R1: frozenset()}})
+
+
 def test_restartable_init_container_devices_are_not_reused():
     dm = DeviceManager([0], {R1: [(f"dev{i}", None) for i in range(1, 7)]})
     pod = Pod(

@@ -699,6 +699,12 @@ def _freeze_nested(value: Mapping[str, Any], depth: int, leaf: Callable[[Any], A
     return MappingProxyType({k: _freeze_nested(v, depth - 1, leaf) for k, v in value.items()})
 
 
+def _without_empty(reusable: Mapping[str, Mapping[str, Iterable[str]]]) -> dict[str, dict[str, Iterable[str]]]:
+    """Reuse sets without their empty entries, and without the pods left with none."""
+    kept = {uid: {r: ids for r, ids in sets.items() if ids} for uid, sets in reusable.items()}
+    return {uid: sets for uid, sets in kept.items() if sets}
+
+
 def _frozen_topology(topology: Any) -> DeviceTopology:
     return None if topology is None else frozenset(topology)
 
@@ -710,7 +716,10 @@ class DeviceManagerState:
     ``devices`` is ``{resource: {device_id: numa_ids | None}}`` in registration order,
     ``healthy`` the healthy device ids per resource, ``allocations``
     ``{pod_uid: {container: {resource: device_ids}}}`` (upstream ``podDevices``) and
-    ``reusable`` ``{pod_uid: {resource: device_ids}}`` (upstream ``devicesToReuse``).
+    ``reusable`` ``{pod_uid: {resource: device_ids}}`` (upstream ``devicesToReuse``), holding only
+    the devices a pod may reuse: upstream gives every pod it allocates for a reuse set, most of them
+    empty, and an absent set reads the same to every reader (``reusable.get(uid, {})``), so empty
+    sets are left out (most pods ask for no device and then change nothing here).
     """
 
     numa_nodes: tuple[int, ...]
@@ -724,7 +733,7 @@ class DeviceManagerState:
         object.__setattr__(self, "devices", _freeze_nested(self.devices, 1, _frozen_topology))
         object.__setattr__(self, "healthy", _freeze_nested(self.healthy, 0, frozenset))
         object.__setattr__(self, "allocations", _freeze_nested(self.allocations, 2, frozenset))
-        object.__setattr__(self, "reusable", _freeze_nested(self.reusable, 1, frozenset))
+        object.__setattr__(self, "reusable", _freeze_nested(_without_empty(self.reusable), 1, frozenset))
 
     def _with(
         self,
@@ -1031,10 +1040,7 @@ class DeviceManager:
         # Only this container's devices and this pod's reusable set can change.
         pod_allocations = s.allocations.get(uid, {})
         if not requests and cont.name not in pod_allocations:
-            # Nothing to allocate and nothing held: the pod only gets its (empty) reusable set.
-            if uid not in s.reusable:
-                self._state = s._with(s.allocations, MappingProxyType({**s.reusable, uid: MappingProxyType({})}))
-            return {}
+            return {}  # nothing to allocate and nothing held: nothing changes (no empty reuse set is kept)
         own = dict(pod_allocations.get(cont.name, {}))
         reuse = dict(s.reusable.get(uid, {}))
         chose = False
@@ -1066,7 +1072,12 @@ class DeviceManager:
             containers = dict(pod_allocations)
             containers[cont.name] = MappingProxyType(dict(own))
             allocations = MappingProxyType({**s.allocations, uid: MappingProxyType(containers)})
-        reusable = MappingProxyType({**s.reusable, uid: MappingProxyType(reuse)})
+        reuse = {r: ids for r, ids in reuse.items() if ids}
+        reusable = s.reusable
+        if reuse:
+            reusable = MappingProxyType({**reusable, uid: MappingProxyType(reuse)})
+        elif uid in reusable:
+            reusable = MappingProxyType({k: v for k, v in reusable.items() if k != uid})
         self._state = s._with(allocations, reusable)
         return own
 
