@@ -422,3 +422,20 @@ def test_a_pod_with_an_init_container_is_subtracted_once() -> None:
     cluster.add_bound_pod(pod, "n", now=1)  # bound, not yet in any report
     assert cluster.nodes["n"].model.available()[0] == {"cpu": 3000, "memory": 3 * GI}
     assert cluster.zone_available("n")[0] == {"cpu": 3000, "memory": 3 * GI}
+
+
+def test_a_cpu_two_pods_hold_stays_held_when_one_of_them_leaves() -> None:
+    # Two placements naming one CPU (a report's ids over the replica's guess can do that): the
+    # counts show a CPU held twice, so removing one pod recounts instead of clearing its CPUs.
+    from toposched.scheduler.cluster import NodeRecord, PodEntry
+    from toposched.scheduler.placement import ContainerPlacement, Placement
+
+    record = NodeRecord(NodeSpec("n"))
+    for uid, cpus in (("a", [1, 2]), ("b", [2, 3])):
+        placement = Placement("n", frozenset({0}), {"c": ContainerPlacement(CPUSet(cpus), frozenset({0}))})
+        record.add(uid, PodEntry(Pod(uid, uid=uid), placement, assumed=True, since=0.0, usage={0: {"cpu": 2000}}))
+    assert record.held_cpus == CPUSet([1, 2, 3]).mask and record.held_count == 4
+    assert record.unreflected == {0: {"cpu": 4000}}
+    record.remove("a")
+    assert record.held_cpus == CPUSet([2, 3]).mask and record.held_count == 2
+    assert record.unreflected == {0: {"cpu": 2000}}

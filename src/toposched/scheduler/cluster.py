@@ -92,56 +92,53 @@ class NodeRecord:
     departed: dict[str, Departure] = field(default_factory=dict)  # pods gone that the last report still counts
     # Every exclusive CPU the ledger's pods hold, as a mask (the union of their placements' cpu_mask),
     # kept as pods come and go; and the sum of their CPU counts, which equals the mask's count exactly
-    # while no CPU is held twice. See hold/unhold.
+    # while no CPU is held twice. See add/remove.
     held_cpus: int = field(default=0, init=False)
     held_count: int = field(default=0, init=False)
     # Per zone and resource, what the pods the last report does not count yet took (the sum of their
     # entries' usage), kept as pods come and go; recomputed when a report or a rewritten placement
-    # changes which pods it covers or what they took. See pend/unpend.
+    # changes which pods it covers or what they took. See add/remove/recount.
     unreflected: dict[int, dict[str, int]] = field(default_factory=dict, init=False)
 
-    def hold(self, placement: Placement | None) -> None:
-        """A placement now in the ledger (after its entry was added): its exclusive CPUs are held."""
-        mask = placement.cpu_mask if placement is not None else 0
+    def add(self, uid: str, entry: PodEntry) -> None:
+        """Put a pod's entry in the ledger; what it holds counts in :attr:`held_cpus` and, while no
+        report counts it, in :attr:`unreflected`."""
+        self.pods[uid] = entry
+        mask = entry.placement.cpu_mask if entry.placement is not None else 0
         if mask:
             self.held_cpus |= mask
             self.held_count += mask.bit_count()
+        if not entry.reflected and entry.usage:
+            _add_usage(self.unreflected, entry.usage, 1)
 
-    def unhold(self, placement: Placement | None) -> None:
-        """A placement no longer in the ledger (after its entry was removed or replaced): its CPUs are
-        freed, unless another pod holds them too, which only a walk over the pods can tell; it is
+    def remove(self, uid: str) -> PodEntry:
+        """Take a pod's entry out of the ledger, and what it held out of the kept sums. Its CPUs are
+        freed unless another pod holds them too, which only a walk over the pods can tell; it is
         walked only then (the counts show it)."""
-        mask = placement.cpu_mask if placement is not None else 0
-        if not mask:
-            return
-        if self.held_cpus.bit_count() == self.held_count:  # no CPU held twice: the mask was this pod's alone
+        entry = self.pods.pop(uid)
+        mask = entry.placement.cpu_mask if entry.placement is not None else 0
+        if mask and self.held_cpus.bit_count() == self.held_count:  # no CPU held twice: the mask was this pod's alone
             self.held_cpus &= ~mask
             self.held_count -= mask.bit_count()
-        else:
-            self.rehold()
+        elif mask:
+            self.held_cpus, self.held_count = self._held()
+        if not entry.reflected and entry.usage:
+            _add_usage(self.unreflected, entry.usage, -1)
+        return entry
 
-    def rehold(self) -> None:
-        """Recompute :attr:`held_cpus` from every pod in the ledger (after placements were rewritten)."""
+    def recount(self) -> None:
+        """Recompute :attr:`held_cpus`, :attr:`held_count` and :attr:`unreflected` from every pod in the
+        ledger (after placements or usages were rewritten, or a report changed which pods it counts)."""
+        self.held_cpus, self.held_count = self._held()
+        self.unreflected = _summed(entry.usage for entry in self.pods.values() if not entry.reflected)
+
+    def _held(self) -> tuple[int, int]:
         held = count = 0
         for entry in self.pods.values():
             mask = entry.placement.cpu_mask if entry.placement is not None else 0
             held |= mask
             count += mask.bit_count()
-        self.held_cpus, self.held_count = held, count
-
-    def pend(self, entry: PodEntry) -> None:
-        """An entry now in the ledger: what it took counts in :attr:`unreflected` while no report counts it."""
-        if not entry.reflected and entry.usage:
-            _add_usage(self.unreflected, entry.usage, 1)
-
-    def unpend(self, entry: PodEntry) -> None:
-        """An entry no longer in the ledger: what it took leaves :attr:`unreflected` (if it counted there)."""
-        if not entry.reflected and entry.usage:
-            _add_usage(self.unreflected, entry.usage, -1)
-
-    def repend(self) -> None:
-        """Recompute :attr:`unreflected` from every pod in the ledger (after a report or a rewritten usage)."""
-        self.unreflected = _summed(entry.usage for entry in self.pods.values() if not entry.reflected)
+        return held, count
 
     @property
     def count_only(self) -> bool:
@@ -359,7 +356,7 @@ class Cluster:
                 self._adopt_allocations(record, NodeAllocations.from_json(allocations, source=nrt.origin))
             except InputError as err:
                 record.degraded = f"allocations not used: {err}"
-        record.repend()  # pods the report now counts, usages its allocations moved
+        record.recount()  # pods the report now counts, the placements and usages its allocations moved
         self._changed(record.name)
 
     def _adopt_allocations(self, record: NodeRecord, allocations: NodeAllocations) -> None:
@@ -421,7 +418,6 @@ class Cluster:
             placement = entry.placement
             assert placement is not None
             entry.placement = dataclasses.replace(placement, containers={**placement.containers, **containers})
-            record.rehold()
 
     def _count_only_replica(self, record: NodeRecord, nrt: NodeResourceTopology, key: str) -> None:
         """Build ``record``'s count-only replica from the report's zones (and koordlet's devices, when known).
@@ -533,8 +529,7 @@ class Cluster:
             if admission.admitted:
                 entry.placement = placement_of(record.name, admission, entry.pod)
                 entry.usage = _taken(before, model.available())  # the new replica may place it on other zones
-        record.rehold()
-        record.repend()
+        record.recount()
 
     # ---- pods ------------------------------------------------------------------------------------
 
@@ -557,9 +552,7 @@ class Cluster:
                 return admission, None
             placement = placement_of(node, admission, pod)
             usage = _taken(before, record.model.available())
-        record.pods[uid] = entry = PodEntry(pod, placement, assumed=True, since=now, usage=usage)
-        record.hold(placement)
-        record.pend(entry)
+        record.add(uid, PodEntry(pod, placement, assumed=True, since=now, usage=usage))
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1
@@ -588,9 +581,7 @@ class Cluster:
         if node is None:
             return
         record = self.nodes[node]
-        entry = record.pods.pop(uid)
-        record.unhold(entry.placement)
-        record.unpend(entry)
+        entry = record.remove(uid)
         if entry.reflected and entry.usage and record.nrt is not None:
             record.departed[uid] = Departure(entry.usage, now)
         if record.model is not None:
@@ -637,8 +628,7 @@ class Cluster:
                     zone["cpu"] = zone.get("cpu", 0) + sign * 1000
             entry.usage = _pruned(entry.usage)
         entry.placement = placement
-        record.rehold()
-        record.repend()  # the pod's usage moved with its CPUs and devices
+        record.recount()  # the pod's CPUs, devices and usage moved
         self._changed(node)
 
     @staticmethod
@@ -690,9 +680,7 @@ class Cluster:
             admission = record.model.admit(pod)
             placement = placement_of(node, admission, pod) if admission.admitted else None
             usage = _taken(before, record.model.available())
-        record.pods[uid] = entry = PodEntry(pod, placement, assumed=False, since=now, usage=usage)
-        record.hold(placement)
-        record.pend(entry)
+        record.add(uid, PodEntry(pod, placement, assumed=False, since=now, usage=usage))
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
         record.requested["pods"] = record.requested.get("pods", 0) + 1

@@ -179,19 +179,15 @@ class ScarcityScore:
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
         able = self._able(table, at)
-        if full:
-            totals, before, quot, rem = totals_all[:, at], before_all[:, at], quot_all[..., at], rem_all[..., at]
-        else:
-            totals, before, quot, rem = (take_rows(a, rows) for a in (totals_all, before_all, quot_all, rem_all))
+        totals, before, quot, rem = (take_rows(a, at) for a in (totals_all, before_all, quot_all, rem_all))
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
             # Zones x rows (zone-major): the zones that hold the aligned request, the first of them
             # per row, and there the target shapes' columns before and after the pod.
-            fits = (table.zone_valid() if full else take_rows(table.zone_valid(), rows)) & able[None, :]
+            fits = take_rows(table.zone_valid(), at) & able[None, :]
             for r, v in zone_request.items():
-                zone_free = table.zone_free(r)
-                fits &= (zone_free if full else take_rows(zone_free, rows)) >= v
+                fits &= take_rows(table.zone_free(r), at) >= v
             firsts = fits.argmax(axis=0)
             picked = np.flatnonzero(fits.any(axis=0))
             if len(picked):
