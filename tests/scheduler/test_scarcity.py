@@ -142,7 +142,7 @@ def test_the_few_rows_form_equals_the_vector_form():
 def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
     """The per-row counts ScarcityScore keeps (what each row's zones hold of each target shape, its
     free CPU and memory, their quotients), brought up to date at the changed rows (a few of them in
-    plain Python, more as arrays), equal the counts computed over every row, as pods of random sizes
+    a few rows or all of them), equal the counts computed over every row, as pods of random sizes
     come and go on 20 nodes of two kinds, nodes join, and a node's allocatable memory shrinks (so
     that memory, not CPU, bounds what it holds, or its pods over-commit it)."""
     c = Cluster()
@@ -177,3 +177,33 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
         fresh = plugin._held_all(sched.table, cols, needs)
         for a, b in zip(kept, fresh):
             assert np.array_equal(a, b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 140), st.integers(1, 300), st.integers(0, 2**31))
+def test_the_first_fitting_zone_is_numpys_argmax_where_one_fits(zones, rows, seed):
+    """The first True zone of each row (zones x rows), on up to 140 zones (past int8's range), is
+    ``argmax`` along the zones where any is True, and the zone count where none is."""
+    from toposched.scheduler.plugins.scarcity import _first_true
+
+    mask = np.random.default_rng(seed).random((zones, rows)) < 0.2
+    first = _first_true(mask)
+    assert np.array_equal(first, np.where(mask.any(axis=0), mask.argmax(axis=0), zones))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 5, 63, 64, 200]), st.integers(1, 6), st.integers(0, 2**31))
+def test_quotients_by_each_need_in_turn_equal_one_broadcast_division(rows, shapes, seed):
+    """The free CPU and memory divided by every shape's need: the per-need division used on many rows
+    gives the quotients and remainders of NumPy's broadcast ``divmod``, on free amounts up to 2**62."""
+    from toposched.scheduler.plugins.scarcity import ScarcityScore
+
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, 2**62, (2, rows), dtype=np.int64)
+    free[:, ::3] = rng.integers(0, 3, (2, len(free[0, ::3])))  # some free amounts below the needs
+    need = rng.integers(1, 2**40, (2, shapes), dtype=np.int64)
+    totals = rng.integers(0, 50, (shapes, rows), dtype=np.int64)
+    holds, quot, rem = ScarcityScore._quotients(totals, free, need)
+    want_q, want_r = np.divmod(free[:, None, :], need[:, :, None])
+    assert np.array_equal(quot, want_q) and np.array_equal(rem, want_r)
+    assert np.array_equal(holds, np.minimum(totals, np.minimum(want_q[0], want_q[1])))

@@ -489,3 +489,24 @@ def test_a_node_that_takes_no_pods_takes_none() -> None:
     mask, _ = plugin.filter_all(state, pod, scheduler.table, np.arange(1))
     assert not mask[0]
     assert scheduler.schedule(pod, now=0).node is None
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**60), st.integers(1, 2**60)), min_size=1, max_size=40),
+       st.sampled_from([2**52 - 1, 2**40, 100]))
+def test_nodes_resources_fits_division_through_floats_is_the_integer_division(pairs, bound):
+    """NodeResourcesFit divides through float64 where every value is below 2**52: there its floor is
+    Python's ``//`` (integers near the bound, exact multiples, quotients just below an integer);
+    above it the integer division is kept."""
+    from toposched.scheduler.plugins.basic import _floor_divide
+
+    numerator = np.array([n % (bound + 1) for n, _ in pairs] + [bound, bound - 1, bound, 0], dtype=np.int64)
+    denominator = np.array([max(1, d % (bound + 1)) for _, d in pairs] + [bound, bound, 1 if bound < 2**52 - 1 else 3, 7],
+                           dtype=np.int64)
+    assert _floor_divide(numerator, denominator, bound).tolist() == [
+        int(n) // int(d) for n, d in zip(numerator.tolist(), denominator.tolist())]
+    pairs = [*pairs, (2**53 + 1, 1), ((2**30 + 1) * 2**31 - 1, 2**31)]  # floats would round these quotients up
+    big = np.array([n for n, _ in pairs], dtype=np.int64)
+    small = np.array([d for _, d in pairs], dtype=np.int64)
+    largest = max(int(big.max()), int(small.max()))
+    assert _floor_divide(big, small, largest).tolist() == [n // d for n, d in pairs]
