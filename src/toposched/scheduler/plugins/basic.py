@@ -50,7 +50,7 @@ class NodeUnschedulable:
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, str]:
-        return table.view("schedulable")[rows] & table.view("live")[rows], self.refusal
+        return table.pick(table.view("schedulable"), rows) & table.pick(table.view("live"), rows), self.refusal
 
     def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[str | None]:
         """:meth:`filter_all` for a few rows: None where a row passes, else its reason."""

@@ -151,8 +151,8 @@ class GPURows:
         views): the host part is what the node's pods leave of its allocatable CPU and memory (0 where
         the node is gone)."""
         width = int(self.count[rows].max()) if len(rows) else 0
-        live = table.view("live")[rows]
-        return NodeBatch(cpu_free=np.maximum(table.free("cpu")[rows], 0) * live,
-                         memory_free=np.maximum(table.free("memory")[rows], 0) * live,
+        live = table.pick(table.view("live"), rows)
+        return NodeBatch(cpu_free=np.maximum(table.pick(table.free("cpu"), rows), 0) * live,
+                         memory_free=np.maximum(table.pick(table.free("memory"), rows), 0) * live,
                          gpu_free=self.free_milli.take(rows, axis=0)[:, :width], gpu_count=self.count[rows],
                          gpu_model=tuple(self.models[row] for row in rows.tolist()))

@@ -186,7 +186,7 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
             else:
                 holds &= (zone >= need) | spared
         ok &= holds.any(axis=0)
-    return ok[rows] if whole else ok
+    return table.pick(ok, rows) if whole else ok
 
 
 def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
@@ -243,7 +243,7 @@ def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], 
     """Per row: the node's zones together hold the request."""
     ok = np.ones(len(rows), dtype=bool)
     for name, want in request.items():
-        ok &= (table.zone_sum(name)[rows] >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
+        ok &= (table.pick(table.zone_sum(name), rows) >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
     return ok
 
 
@@ -491,7 +491,7 @@ class NUMAScore:
             return np.zeros(len(rows), dtype=np.int64)
         needed = np.ones(len(rows), dtype=np.int64)
         for name, want in request.pod.items():
-            wide = np.flatnonzero(table.zone_max(name)[rows] < want)  # rows where one zone is not enough
+            wide = np.flatnonzero(table.pick(table.zone_max(name), rows) < want)  # rows where one zone is not enough
             if len(wide):
                 ordered = -np.sort(-take_rows(table.zone_free(name), rows[wide]).T, axis=1)
                 covered = np.cumsum(ordered, axis=1) >= want
@@ -499,7 +499,7 @@ class NUMAScore:
                 needed[wide] = np.maximum(needed[wide], count)
         zones = table.max_zones
         score = (zones - needed) * MAX_NODE_SCORE // max(1, zones - 1)
-        return np.where(table.view("topology")[rows], score, 0).astype(np.int64)
+        return np.where(table.pick(table.view("topology"), rows), score, 0).astype(np.int64)
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` for a few rows, in plain Python (the same integer arithmetic)."""

@@ -234,7 +234,7 @@ class ScarcityScore:
         loss *= 1e6
         out = np.round(loss, out=loss).astype(np.int64)  # fixed point: normalization needs the order
         out *= able
-        return out[rows] if full else out
+        return table.pick(out, rows) if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
                       ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
