@@ -36,9 +36,13 @@ UNHINTED = "names no NUMA node"  # the packing form where the Topology Manager g
 LOWEST = "from the lowest NUMA node"  # the packing form where it names the lowest NUMA node that fits
 
 
-def _spread_pod(i: int, cpus: int) -> Pod:
+def _spread_pod(i: int, cpus: int, memory: dict[str, int] | None = None) -> Pod:
+    limits = {"cpu": cpus * 1000, **(memory or {"memory": GI})}
     return Pod(f"spread-{i}", uid=f"spread-{i}", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
-               containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
+               containers=(Container("app", limits=limits),))
+
+
+STATIC_MEMORY = {"memory_manager_policy": "Static", "reserved_memory": {0: {"memory": GI + 100 * 2**20}}}
 
 
 @pytest.mark.parametrize("mix", ["default", "wide"])
@@ -68,40 +72,52 @@ def test_a_kubelet_distributing_over_numa_nodes_splits_a_core_wherever_the_filte
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
 
 
+@pytest.mark.parametrize("memory", ["None", "Static"])
 @pytest.mark.parametrize("policy", ["none", "best-effort", "restricted", "single-numa-node"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_says_it_will(seed: int, policy: str) -> None:
+def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_says_it_will(
+        seed: int, policy: str, memory: str) -> None:
     # Under the Topology Manager policy none the static CPU manager takes from every free CPU, so a whole
-    # free core on any NUMA node is enough; under the others (no Static memory manager, no devices) it
-    # takes from the lowest NUMA node with enough free CPUs. Either way a NUMA node elsewhere may have
-    # no whole free core left, where the rule for every NUMA node would not apply.
-    scheduler = _filled_cluster(seed, 200, lambda rnd: policy, {})
+    # free core on any NUMA node is enough; under the others (no devices) it takes from the lowest NUMA
+    # node with enough free CPUs, and with a Static memory manager enough free memory outside any
+    # multi-NUMA group too (the pods ask for 1 to 60 GiB, more than some NUMA nodes have free, and
+    # some for 2 MiB hugepages, which some machines lack and others hold per NUMA node). Either
+    # way a NUMA node elsewhere may have no whole free core left, where the rule for every NUMA node
+    # would not apply.
+    static = STATIC_MEMORY if memory == "Static" else {}
+    scheduler = _filled_cluster(seed, 200, lambda rnd: policy, {}, static)
     cluster = scheduler.cluster
     # And an empty node with one thread of every core of NUMA node 0 reserved (of every core, under
     # none): the kubelet gives one thread per core from it, and the rule must not refuse the node.
     machine = _bench("realistic").wide_machine(*_bench("realistic").WIDE_SHAPES[0])
     config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
                            reserved_system_cpus=_second_threads(machine, None if policy == "none" else 0),
-                           kube_reserved={"memory": GI})
+                           kube_reserved={"memory": GI}, **static)
     cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)
-    refused_on: list[tuple[str, int]] = []
-    refused, checked = _hold_against_the_replica(scheduler, (2, 3, 4, 6, 8, 12, 16, 24),
-                                                 wording=UNHINTED if policy == "none" else LOWEST,
-                                                 refused_on=refused_on)
+    refused_on: list[tuple[str, int, int]] = []
+    sizes = (2, 3, 4, 6, 8, 12, 16, 24)
+    memories = ({"memory": GI},) if memory == "None" else tuple(
+        {"memory": gib * GI, **({"hugepages-2Mi": pages * 2**21} if pages else {})}
+        for gib in (1, 20, 45, 60) for pages in (0, 64, 600))
+    refused, checked = _hold_against_the_replica(scheduler, sizes, wording=UNHINTED if policy == "none" else LOWEST,
+                                                 refused_on=refused_on, memories=memories)
     assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
-    # Its NUMA node 0 has 12 free CPUs, one per core: pods that fit there get one thread per core.
-    assert not [cpus for name, cpus in refused_on if name == "halved" and cpus <= 12]
+    # Its NUMA node 0 has 12 free CPUs, one per core, and over 90 GiB free: pods that fit there get one
+    # thread per core.
+    assert not [cpus for name, cpus, _ in refused_on if name == "halved" and cpus <= 12]
     # Where the rule is new: some NUMA node of the refused node has no whole free core (the rule for
     # every NUMA node would have let the node through, to be refused after admission).
     plugin = registry.create("CPUOrchestration")
     counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
-              for name, _ in refused_on]
+              for name, _, _ in refused_on]
     assert any(c[4] == 0 for c in counts), "every refused node had a whole free core on each NUMA node"
 
 
-def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str], options: dict[str, str]) -> Scheduler:
+def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str], options: dict[str, str],
+                    memory: dict | None = None) -> Scheduler:
     """24 nodes of the wide mix's hardware, static CPU managers with ``options``, Topology Manager
-    policies drawn by ``policy``; then ``pods`` of the wide mix's pods scheduled and bound."""
+    policies drawn by ``policy`` and the memory manager ``memory`` configures (None by default); then
+    ``pods`` of the wide mix's pods scheduled and bound."""
     bench = _bench("realistic")
     rnd = random.Random(seed)
     cluster = Cluster()
@@ -109,7 +125,7 @@ def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str]
         machine = bench.wide_machine(*rnd.choice(bench.WIDE_SHAPES))
         config = KubeletConfig(topology_manager_policy=policy(rnd), cpu_manager_policy="static",
                                cpu_manager_options=options, reserved_system_cpus=CPUSet([0]),
-                               kube_reserved={"memory": GI})
+                               kube_reserved={"memory": GI}, **(memory or {}))
         cluster.set_node(NodeSpec(f"n{n}"), machine=machine, kubelet_config=config)
     scheduler = Scheduler(cluster, load_profile("toposched"))
     for i in range(pods):
@@ -126,18 +142,20 @@ def _second_threads(machine: Machine, numa: int | None) -> CPUSet:
 
 
 def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], wording: str = "",
-                              refused_on: list[tuple[str, int]] | None = None) -> tuple[int, int]:
-    """For SpreadByPCPUs pods of ``sizes`` CPUs: the batch filter is the per-node one on every node, and
-    wherever it refuses for the kubelet taking whole cores (``wording``: only that form of the rule),
-    the replica refuses the pod or gives its container two threads of a core. Returns how many nodes
-    were refused so and how many of those the replica admitted; ``refused_on`` gets (node, CPUs) of each."""
+                              refused_on: list[tuple[str, int, int]] | None = None,
+                              memories: tuple[dict[str, int], ...] = ({"memory": GI},)) -> tuple[int, int]:
+    """For SpreadByPCPUs pods of ``sizes`` CPUs, each with each of ``memories`` (memory limits): the batch filter
+    is the per-node one on every node, and wherever it refuses for the kubelet taking whole cores
+    (``wording``: only that form of the rule), the replica refuses the pod or gives its container two
+    threads of a core. Returns how many nodes were refused so and how many of those the replica
+    admitted; ``refused_on`` gets (node, CPUs, memory) of each."""
     cluster = scheduler.cluster
     plugin = registry.create("CPUOrchestration")
     table = scheduler.table
     table.refresh()
     refused = checked = 0
-    for i, cpus in enumerate(sizes):
-        pod = _spread_pod(i, cpus)
+    for i, (cpus, memory) in enumerate((c, m) for c in sizes for m in memories):
+        pod = _spread_pod(i, cpus, memory)
         rows = np.arange(table.size)
         batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, rows)
         for row, name in enumerate(table.names):
@@ -149,7 +167,7 @@ def _hold_against_the_replica(scheduler: Scheduler, sizes: tuple[int, ...], word
             assert cpus >= 2, "a 1-CPU container cannot be given two threads of a core"
             refused += 1
             if refused_on is not None:
-                refused_on.append((name, cpus))
+                refused_on.append((name, cpus, memory["memory"]))
             admission = node.model.admit(pod, trial=True)
             if not admission.admitted:
                 continue
@@ -223,3 +241,61 @@ def test_the_per_numa_counts_fit_the_row_memo_on_a_machine_of_many_numa_nodes() 
     assert not _lowest_fit(counts, 1)[0]  # NUMA node 0 fits one CPU and has no whole core
     assert _lowest_fit(counts, 2)[0]  # NUMA node 1 is the lowest with two free CPUs, a whole core
     assert not _lowest_fit(counts, 3)[0]  # no NUMA node has three
+
+
+@pytest.mark.parametrize("case", ["memory-elsewhere", "pod-memory-elsewhere", "hugepages-elsewhere", "group", "group-whole"])
+def test_with_a_static_memory_manager_the_numa_node_both_hint_decides(case: str) -> None:
+    # The Static memory manager offers the one-node sets of NUMA nodes outside any multi-NUMA group
+    # whose free memory covers the container's; merged with the CPU manager's hints, the kubelet takes
+    # the container's CPUs, whole cores first, from the lowest NUMA node both offer.
+    # - memory-elsewhere: NUMA node 0 has one thread of every core reserved and its memory taken, so
+    #   the kubelet takes from NUMA node 1, whole cores: refused (without the memory manager's hints
+    #   the lowest fitting NUMA node, 0, has no whole core, and the node would pass).
+    # - pod-memory-elsewhere: the same at pod scope, NUMA node 0 with 14 GiB free, the pod asking for
+    #   twice 10 GiB (each container's would fit there; the pod's hint is for the pod's).
+    # - hugepages-elsewhere: NUMA node 0's 2 MiB pages taken instead, the pod asking for some.
+    # - group: a 100 GiB pod holds NUMA nodes 0 and 1 as one group, so neither is offered alone
+    #   although NUMA node 1 has memory and whole cores left; NUMA node 2 has one thread of every
+    #   core reserved: one thread per core, the node passes.
+    # - group-whole: the same group, NUMA node 2 with whole cores (NUMA node 3 has none, so the rule for
+    #   every NUMA node does not apply): refused.
+    bench = _bench("realistic")
+    memory = dict(memory_manager_policy="Static", reserved_memory={0: {"memory": 2 * GI + 100 * 2**20}},
+                  system_reserved={"memory": 2 * GI})
+    pages = {"hugepages-2Mi": 2 * GI} if case.startswith("hugepages") else {}
+    if case.endswith("-elsewhere"):
+        machine = bench.wide_machine(2, 12, 2, 2, 96, 0, 1024 if pages else 0)
+        reserved, big = 0, (80 if case.startswith("pod") else 1 if pages else 90) * GI
+    else:
+        machine, reserved, big = bench.wide_machine(4, 8, 2, 2, 64, 0, 0), 2, 100 * GI
+    seconds = _second_threads(machine, 3 if case == "group-whole" else reserved)
+    config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static",
+                           topology_manager_scope="pod" if case.startswith("pod") else "container",
+                           reserved_system_cpus=seconds, **memory)
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    cluster.add_bound_pod(Pod("big", uid="big", containers=(Container("c", limits={"cpu": 1000, "memory": big, **pages}),)),
+                          "n", now=0.0)
+    assert 0 in cluster.nodes["n"].pods["big"].placement.numa_nodes
+    grouped = cluster.nodes["n"].model.memory.one_node_memory(("memory",))[1]
+    assert grouped == (0 if case.endswith("-elsewhere") else 0b11)
+    containers = [Container("app", limits={"cpu": 4000, "memory": 10 * GI, **({"hugepages-2Mi": 64 * 2**20} if pages else {})})]
+    if case.startswith("pod"):
+        containers.append(Container("side", limits={"cpu": 2000, "memory": 10 * GI}))
+    pod = Pod("spread", uid="spread", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
+              containers=tuple(containers))
+    admission = cluster.nodes["n"].model.admit(pod, trial=True)
+    assert admission.admitted, admission.message
+    given = admission.containers["app"].cpuset
+    cluster.nodes["n"].model.unadmit(pod.uid)
+    assert {machine.cpu(c).numa_id for c in given} == {1 if case.endswith("-elsewhere") else 2}
+    split = len({machine.cpu(c).core_id for c in given}) < len(given)
+    assert split == (case != "group")
+    plugin = registry.create("CPUOrchestration")
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"])
+    assert verdict.is_success == (not split), verdict.message
+    assert split == (LOWEST in verdict.message)
+    table = Scheduler(cluster, load_profile("toposched")).table
+    table.refresh()
+    ok, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
+    assert bool(ok[0]) == (not split)

@@ -518,6 +518,24 @@ class StaticMemoryPolicy:
         """Free bytes per NUMA node and resource."""
         return {n: {r: t.free for r, t in sorted((s.memory_map or {}).items())} for n, s in sorted(self._state.items())}
 
+    def one_node_memory(self, resources: Iterable[str]) -> tuple[dict[str, dict[int, int]], int]:
+        """What decides the one-NUMA-node hints of a new pod asking for some of ``resources``: per
+        resource the free bytes per NUMA node (0 where the node has none of it), and the NUMA nodes
+        (bit n = node n) that belong to a multi-NUMA group. The policy offers such a pod the one-node
+        set of node n, preferred, exactly when n is not in a group and its free bytes cover every
+        resource asked for (free never exceeds allocatable, so the set's minimal size is then one;
+        :meth:`_single_node_masks`)."""
+        free: dict[str, dict[int, int]] = {r: {} for r in resources}
+        grouped = 0
+        for n, node in self._state.items():
+            tables = node.memory_map or _EMPTY
+            for r, per_node in free.items():
+                table = tables.get(r)
+                per_node[n] = table.free if table is not None else 0
+            if len(node.cells or ()) > 1:  # as _group_rules' split
+                grouped |= 1 << n
+        return free, grouped
+
     def allocatable(self) -> dict[int, dict[str, int]]:
         """Upstream ``GetAllocatableMemory``: allocatable bytes per NUMA node and resource, zeros left out."""
         out: dict[int, dict[str, int]] = {}

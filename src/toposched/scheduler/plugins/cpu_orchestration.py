@@ -52,6 +52,7 @@ import numpy as np
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import CPUAllocationError, take_by_topology
+from toposched.kubelet.memory_manager import is_memory_resource, pod_requested_memory
 from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
@@ -580,10 +581,17 @@ def _allocatable_mask(node: NodeRecord) -> int:
     return model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
 
 
-_BIND_COUNTS = 8  # the width of _bind_counts_of's answer
+_CPU_COUNTS = 8  # the width of _bind_counts_of's answer
 _FREE_PER_NUMA = (5, 6)  # its columns holding each NUMA node's free CPUs, one byte each (see _bind_counts_of)
 _WHOLE_NUMA = 7  # its column holding the NUMA nodes with a whole free core, as a bitmask
 _BYTE = 255
+_COUNTED_NUMA = 16  # NUMA nodes the per-NUMA columns cover (the first ones)
+# After the CPU counts, a Static memory manager's state (see _memory_counts): per resource of
+# _MEMORY_RESOURCES the free bytes of each of the first 16 NUMA nodes, then the NUMA nodes in a
+# multi-NUMA group, as a bitmask.
+_MEMORY_RESOURCES = ("memory", "hugepages-2Mi", "hugepages-1Gi")
+_GROUPED = _CPU_COUNTS + _COUNTED_NUMA * len(_MEMORY_RESOURCES)
+_MEMORY_COUNTS = _GROUPED + 1 - _CPU_COUNTS  # the width of _memory_counts' answer
 
 
 @lru_cache(maxsize=65536)
@@ -647,25 +655,33 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
 _HINTED = ("best-effort", "restricted", "single-numa-node")
 
 
-def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> tuple[str, int] | None:
+def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts: _NodeFacts
+                                     ) -> tuple[str, int, tuple[int, ...] | None] | None:
     """Why the node's kubelet will give the pod's first container two threads of one core when the
-    lowest NUMA node with enough free CPUs for the hint has a whole free core, and that count
-    (the CPUs the hint is asked for: the pod's peak at pod scope, else the container's); None where
-    :func:`_lowest_fit` does not apply.
+    lowest NUMA node with enough free CPUs for the hint (and, with a Static memory manager, enough
+    free memory) has a whole free core; that count (the CPUs the hint is asked for: the pod's peak at
+    pod scope, else the container's); and the memory the hint is asked for (None without a Static
+    memory manager). None where :func:`_lowest_fit` does not apply.
 
     It applies to packing kubelets (:func:`_kubelet_splits_no_core`) whose Topology Manager policy
-    is best-effort, restricted or single-numa-node, with no Static memory manager, for a pod without
-    extended resources: the CPU manager is then the only provider with hints. Its hints (upstream
+    is best-effort, restricted or single-numa-node, for a pod without extended resources. Without a
+    Static memory manager the CPU manager is then the only provider with hints. Its hints (upstream
     ``generateCPUTopologyHints``) are the NUMA sets with enough free CPUs, preferred when as narrow
     as the narrowest set whose CPUs could hold the count (or, with ``align-by-socket``, within as
     few sockets as that needs, which single NUMA nodes are too); when one NUMA node has enough free
     CPUs, the policy takes the narrowest preferred hint, of equally narrow ones the lowest
     (``IsNarrowerThan``; ``prefer-closest-numa-nodes`` ranks only wider sets by distance): the
     lowest such NUMA node. The container's CPUs then come packed from it, whole cores first.
+
+    A Static memory manager hints too. For a request the current free memory decides
+    (:func:`_memory_hint`), its preferred hints are the one-node sets of the NUMA nodes outside
+    multi-NUMA groups whose free memory and hugepages cover the request
+    (:meth:`~toposched.kubelet.memory_manager.StaticMemoryPolicy.one_node_memory`); merged with
+    the CPU manager's, the narrowest preferred hint is the lowest NUMA node both offer.
     """
-    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.lowest_fit or not request.containers:
+    if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not request.containers:
         return None
-    if request.devices:
+    if not (facts.lowest_fit or facts.memory_fit) or request.devices:
         return None
     name, count, _ = request.containers[0]
     if count < facts.whole_core_from:
@@ -673,19 +689,70 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     hinted = request.peak if facts.scope == "pod" else count
     if hinted > _BYTE:  # free counts are kept up to 255 a NUMA node
         return None
+    memory = None
+    if facts.memory_fit:
+        memory = request.memory[1 if facts.scope == "pod" else 0]
+        if memory is None:
+            return None
+    where = f"{hinted} free CPUs" if memory is None else f"{hinted} free CPUs and the memory asked for"
     return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, from the "
-            f"lowest NUMA node with {hinted} free CPUs, which its Topology Manager names, and that NUMA node has a "
-            f"free one), which break the required {SPREAD_BY_PCPUS}"), hinted
+            f"lowest NUMA node with {where}, which its Topology Manager names, and that NUMA node has a "
+            f"free one), which break the required {SPREAD_BY_PCPUS}"), hinted, memory
 
 
-def _lowest_fit(counts: np.ndarray, hinted: int) -> np.ndarray:
-    """Per row of :func:`_bind_counts_of` answers (rows x its width): some NUMA node has ``hinted`` free
-    CPUs, and the lowest such one has a whole free core."""
+def _lowest_fit(counts: np.ndarray, hinted: int, memory: tuple[int, ...] | None = None) -> np.ndarray:
+    """Per row of :func:`_bind_counts_of` answers (rows x its width; with ``memory``, followed by
+    :func:`_memory_counts`'): some NUMA node has ``hinted`` free CPUs (and, with ``memory``, is
+    outside any multi-NUMA group with that many bytes free of each of _MEMORY_RESOURCES), and the
+    lowest such one has a whole free core."""
     # Little-endian whatever the machine: byte k of a column is NUMA node k (of the column's eight).
     free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1], dtype="<i8").view(np.uint8)
     fits = free >= hinted
+    if memory is not None:
+        for k, amount in enumerate(memory):
+            if amount:
+                start = _CPU_COUNTS + k * _COUNTED_NUMA
+                fits &= counts[:, start:start + _COUNTED_NUMA] >= amount
+        fits &= (counts[:, _GROUPED, None] >> np.arange(_COUNTED_NUMA)) & 1 == 0
     first = fits.argmax(axis=1)
     return fits.any(axis=1) & ((counts[:, _WHOLE_NUMA] >> first) & 1 == 1)
+
+
+def _memory_hint(pod: Pod, first: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """What a Static memory manager hints for (:attr:`_Request.memory`), per resource of
+    _MEMORY_RESOURCES: at container scope the request of ``first``, the first container with
+    exclusive CPUs, when it is the pod's first container (one admitted before it would take memory
+    first); at pod scope the pod's request (upstream ``getPodRequestedResources``). None where
+    another hugepage size is asked for, or no memory."""
+
+    def alone(requested: Mapping[str, int]) -> tuple[int, ...] | None:
+        if "memory" not in requested or any(r not in _MEMORY_RESOURCES for r in requested):
+            return None
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in requested.values()):
+            return None  # malformed: the kubelet model refuses the pod at Reserve
+        return tuple(requested.get(r, 0) for r in _MEMORY_RESOURCES)
+
+    containers = pod.all_containers
+    container = None
+    if containers and containers[0].name == first:
+        container = alone({r: v for r, v in containers[0].requests.items() if is_memory_resource(r)})
+    return container, alone(pod_requested_memory(pod))
+
+
+def _memory_counts(node: NodeRecord) -> tuple[int, ...]:
+    """The Static memory manager's free bytes of each of _MEMORY_RESOURCES on each of the first 16 NUMA
+    nodes, then the NUMA nodes (of those) in a multi-NUMA group as a bitmask; zeros on a node without one."""
+    memory = node.model.memory if node.model is not None else None
+    if memory is None:
+        return (0,) * _MEMORY_COUNTS
+    free, grouped = memory.one_node_memory(_MEMORY_RESOURCES)
+    out = [0] * _MEMORY_COUNTS
+    for k, r in enumerate(_MEMORY_RESOURCES):
+        for n, amount in free[r].items():
+            if n < _COUNTED_NUMA:
+                out[k * _COUNTED_NUMA + n] = amount
+    out[-1] = grouped & (1 << _COUNTED_NUMA) - 1
+    return tuple(out)
 
 
 def _whole_core_column(facts: _NodeFacts) -> int:
@@ -817,6 +884,10 @@ class _Request:
     peak: int = 0  # the pod's exclusive CPUs at its peak
     refusal: Status | None = None
     devices: bool = False  # it asks for an extended resource (one a device plugin may serve)
+    # What a Static memory manager hints for at container scope (the first container) and at pod scope,
+    # per resource of _MEMORY_RESOURCES: None where the columns kept do not decide that hint (another
+    # hugepage size asked for, no memory asked for, or another container is admitted first); see _memory_hint.
+    memory: tuple[tuple[int, ...] | None, tuple[int, ...] | None] = (None, None)
 
     @property
     def needs(self) -> bool:
@@ -854,6 +925,8 @@ class _NodeFacts:
     unhinted: bool = False
     # Its Topology Manager names the lowest NUMA node with enough free CPUs when one has (see _lowest_fit).
     lowest_fit: bool = False
+    # As lowest_fit, but among the NUMA nodes whose free memory the Static memory manager offers too.
+    memory_fit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -899,6 +972,8 @@ class CPUOrchestration:
         self._infos: NodeCache[_NodeInfo] = NodeCache()
         self._flags: weakref.WeakKeyDictionary[Cluster, FlaggedNodes] = weakref.WeakKeyDictionary()
         self._memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
+        # Kept apart, read only for rows the memory manager's hint decides (_kubelet_names_a_split_numa_node).
+        self._memory_memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
         self._node_facts: NodeCache[_NodeFacts] = NodeCache()
 
     # ---- the pod
@@ -934,7 +1009,11 @@ class CPUOrchestration:
                 containers.append((c.name, count, reused))
         # Any extended resource may have a device plugin, whose hints the Topology Manager merges too.
         devices = any("/" in r for c in pod.all_containers for r in c.limits_or_requests)
-        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus, devices=devices)
+        try:
+            memory = _memory_hint(pod, containers[0][0] if containers else "")
+        except InputError:  # a malformed memory request: the kubelet model refuses the pod at Reserve
+            memory = (None, None)
+        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus, devices=devices, memory=memory)
 
     # ---- the node
 
@@ -976,9 +1055,9 @@ class CPUOrchestration:
                 # Spread over at most every NUMA node, each share is at least a core's threads.
                 whole_core_from = per_core * len(model.machine.numa_nodes)
         tm_policy = model.config.topology_manager_policy
-        lowest_fit = packs and tm_policy in _HINTED and model.memory is None
+        hinted = packs and tm_policy in _HINTED
         return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
-                          tm_policy == "none", lowest_fit)
+                          tm_policy == "none", hinted and model.memory is None, hinted and model.memory is not None)
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
@@ -1069,7 +1148,7 @@ class CPUOrchestration:
         if reason is not None and counts[_whole_core_column(facts)] > 0:
             return Status.unschedulable(reason, plugin=self.name)
         named = _kubelet_names_a_split_numa_node(verdict, request, facts)
-        if named is not None and _lowest_fit(np.array([counts], dtype=np.int64), named[1])[0]:
+        if named is not None and _lowest_fit(np.array([counts + _memory_counts(node)], dtype=np.int64), *named[1:])[0]:
             return Status.unschedulable(named[0], plugin=self.name)
         return Status.success()
 
@@ -1112,7 +1191,7 @@ class CPUOrchestration:
         counts each row keeps (:class:`RowMemo`, recomputed per change of the node)."""
         memo = self._memos.get(table)
         if memo is None:  # else filter_all brought it up to date
-            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, _BIND_COUNTS)
+            memo = self._memos[table] = RowMemo(self._facts, self._bind_counts, _CPU_COUNTS)
             memo.update(table)
         cls, counts = memo.cls[rows], memo.values.take(rows, axis=0)  # take: a 2-D gather at a quarter of the cost
         ok = np.ones(len(rows), dtype=bool)
@@ -1152,7 +1231,14 @@ class CPUOrchestration:
             named = _kubelet_names_a_split_numa_node(verdict, request, facts)  # type: ignore[arg-type]
             if named is not None:
                 left = at[ok[at]]
-                named_rows = left[_lowest_fit(counts[left], named[1])]
+                kept = counts[left]
+                if named[2] is not None:  # the memory manager's hint decides too: its counts follow the CPUs'
+                    memory = self._memory_memos.get(table)
+                    if memory is None:
+                        memory = self._memory_memos[table] = RowMemo(self._facts, _memory_counts, _MEMORY_COUNTS)
+                    memory.update(table)
+                    kept = np.concatenate([kept, memory.values.take(rows[left], axis=0)], axis=1)
+                named_rows = left[_lowest_fit(kept, *named[1:])]
                 reasons.set(named_rows, named[0])
                 ok[named_rows] = False
         return ok, reasons.result()
@@ -1161,7 +1247,7 @@ class CPUOrchestration:
         """:func:`_bind_counts_of` for ``node`` (as :meth:`filter` counts them); zeros for a node without a replica."""
         model = node.model
         if model is None:
-            return (0,) * _BIND_COUNTS
+            return (0,) * _CPU_COUNTS
         return _bind_counts_of(self._free_mask(node), model.machine)
 
     def _free_mask(self, node: NodeRecord) -> int:
