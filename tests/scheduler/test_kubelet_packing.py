@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -216,18 +217,25 @@ def test_where_another_provider_or_the_pod_steers_the_hint_the_lowest_fitting_nu
         containers.append(Container("side", limits={"cpu": 8000, "memory": GI}))  # the pod's peak: 12 CPUs
     pod = Pod("spread", uid="spread", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
               containers=tuple(containers))
+    given, verdict, batch = _kubelet_and_filter(cluster, pod)
+    assert {machine.cpu(c).numa_id for c in given} == {1}
+    assert len({machine.cpu(c).core_id for c in given}) == len(given)  # one thread per core
+    assert verdict.is_success and batch
+
+
+def _kubelet_and_filter(cluster: Cluster, pod: Pod) -> tuple[CPUSet, Any, bool]:
+    """On the cluster's only node "n": the CPUs the replica gives the pod's container "app" (admitted
+    on trial), CPUOrchestration's per-node verdict, and whether its batch form passes the node."""
     admission = cluster.nodes["n"].model.admit(pod, trial=True)
     assert admission.admitted, admission.message
     given = admission.containers["app"].cpuset
     cluster.nodes["n"].model.unadmit(pod.uid)
-    assert {machine.cpu(c).numa_id for c in given} == {1}
-    assert len({machine.cpu(c).core_id for c in given}) == len(given)  # one thread per core
     plugin = registry.create("CPUOrchestration")
-    assert plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"]).is_success
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"])
     table = Scheduler(cluster, load_profile("toposched")).table
     table.refresh()
     ok, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
-    assert ok.all()
+    return given, verdict, bool(ok[table.index["n"]])
 
 
 def test_the_per_numa_counts_fit_the_row_memo_on_a_machine_of_many_numa_nodes() -> None:
@@ -284,18 +292,10 @@ def test_with_a_static_memory_manager_the_numa_node_both_hint_decides(case: str)
         containers.append(Container("side", limits={"cpu": 2000, "memory": 10 * GI}))
     pod = Pod("spread", uid="spread", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
               containers=tuple(containers))
-    admission = cluster.nodes["n"].model.admit(pod, trial=True)
-    assert admission.admitted, admission.message
-    given = admission.containers["app"].cpuset
-    cluster.nodes["n"].model.unadmit(pod.uid)
+    given, verdict, batch = _kubelet_and_filter(cluster, pod)
     assert {machine.cpu(c).numa_id for c in given} == {1 if case.endswith("-elsewhere") else 2}
     split = len({machine.cpu(c).core_id for c in given}) < len(given)
     assert split == (case != "group")
-    plugin = registry.create("CPUOrchestration")
-    verdict = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"])
     assert verdict.is_success == (not split), verdict.message
     assert split == (LOWEST in verdict.message)
-    table = Scheduler(cluster, load_profile("toposched")).table
-    table.refresh()
-    ok, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
-    assert bool(ok[0]) == (not split)
+    assert batch == (not split)
