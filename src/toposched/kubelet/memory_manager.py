@@ -46,6 +46,7 @@ __all__ = [
     "MemoryAllocation",
     "MemoryManagerError",
     "StaticMemoryPolicy",
+    "container_requested_memory",
     "hugepage_resource_name",
     "is_memory_resource",
     "pod_requested_memory",
@@ -104,7 +105,7 @@ class MemoryAllocation:
     numa_memory: Mapping[int, Mapping[str, int]] = field(default_factory=lambda: _EMPTY)
 
 
-def _container_requests(container: Container) -> dict[str, int]:
+def container_requested_memory(container: Container) -> dict[str, int]:
     """Upstream ``getRequestedResources``: the container's memory and hugepages requests."""
     out = {}
     for name, value in container.requests.items():
@@ -126,7 +127,7 @@ def pod_requested_memory(pod: Pod) -> dict[str, int]:
     init_peak: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for c in pod.init_containers:
-        for name, qty in _container_requests(c).items():
+        for name, qty in container_requested_memory(c).items():
             init_peak.setdefault(name, 0)
             if c.is_sidecar:
                 sidecars[name] = sidecars.get(name, 0) + qty
@@ -134,7 +135,7 @@ def pod_requested_memory(pod: Pod) -> dict[str, int]:
                 init_peak[name] = sidecars.get(name, 0) + qty
     apps: dict[str, int] = {}
     for c in pod.containers:
-        for name, qty in _container_requests(c).items():
+        for name, qty in container_requested_memory(c).items():
             apps[name] = apps.get(name, 0) + qty
     return {name: max(total + sidecars.get(name, 0), init_peak.get(name, 0)) for name, total in apps.items()}
 
@@ -673,7 +674,7 @@ class StaticMemoryPolicy:
         """The memory and hugepages a container requests; InputError for sizes the machine lacks."""
         c = self._container(pod, container)
         try:
-            requested = _container_requests(c)
+            requested = container_requested_memory(c)
             self._check_known(requested, f"{c.name}.requests")
         except InputError as err:
             raise err.with_source(f"pod {pod.key}") from None

@@ -52,7 +52,7 @@ import numpy as np
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.cpu_assignment import CPUAllocationError, take_by_topology
-from toposched.kubelet.memory_manager import is_memory_resource, pod_requested_memory
+from toposched.kubelet.memory_manager import container_requested_memory, pod_requested_memory
 from toposched.names import CPU_ENFORCEMENT_LABEL as CPU_ENFORCEMENT
 from toposched.names import DEVICE_ENFORCEMENT_LABEL as DEVICE_ENFORCEMENT
 from toposched.names import KOORDINATOR_CPU_BIND_POLICY_LABEL
@@ -723,19 +723,17 @@ def _memory_hint(pod: Pod, first: str) -> tuple[tuple[int, ...] | None, tuple[in
     _MEMORY_RESOURCES: at container scope the request of ``first``, the first container with
     exclusive CPUs, when it is the pod's first container (one admitted before it would take memory
     first); at pod scope the pod's request (upstream ``getPodRequestedResources``). None where
-    another hugepage size is asked for, or no memory."""
+    another hugepage size is asked for, or no memory. InputError for a malformed request."""
 
     def alone(requested: Mapping[str, int]) -> tuple[int, ...] | None:
         if "memory" not in requested or any(r not in _MEMORY_RESOURCES for r in requested):
             return None
-        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in requested.values()):
-            return None  # malformed: the kubelet model refuses the pod at Reserve
         return tuple(requested.get(r, 0) for r in _MEMORY_RESOURCES)
 
     containers = pod.all_containers
     container = None
     if containers and containers[0].name == first:
-        container = alone({r: v for r, v in containers[0].requests.items() if is_memory_resource(r)})
+        container = alone(container_requested_memory(containers[0]))
     return container, alone(pod_requested_memory(pod))
 
 
@@ -1148,8 +1146,11 @@ class CPUOrchestration:
         if reason is not None and counts[_whole_core_column(facts)] > 0:
             return Status.unschedulable(reason, plugin=self.name)
         named = _kubelet_names_a_split_numa_node(verdict, request, facts)
-        if named is not None and _lowest_fit(np.array([counts + _memory_counts(node)], dtype=np.int64), *named[1:])[0]:
-            return Status.unschedulable(named[0], plugin=self.name)
+        if named is not None:
+            if named[2] is not None:  # the memory manager's hint decides too: its counts follow the CPUs'
+                counts += _memory_counts(node)
+            if _lowest_fit(np.array([counts], dtype=np.int64), *named[1:])[0]:
+                return Status.unschedulable(named[0], plugin=self.name)
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
