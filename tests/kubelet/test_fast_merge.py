@@ -8,10 +8,12 @@ and without prefer-closest-numa-nodes, under every policy.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from itertools import combinations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +21,8 @@ from hypothesis import strategies as st
 import toposched.kubelet.fast_merge as fast_merge
 from toposched.errors import InputError
 from toposched.kubelet import TopologyHint, fast_merge_hints, merge_hints
+from toposched.kubelet.hint_arrays import MaskHintArray
+from toposched.kubelet.topology_manager import _exhaustive_best, finish_merge, prepare_merge
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 CLOSEST = {"prefer-closest-numa-nodes": "true"}
@@ -70,8 +74,8 @@ def capacity_answers(draw, ids, max_permutations: int = 5000):
 
 
 @st.composite
-def problems(draw, answers):
-    ids, distances = draw(machines())
+def problems(draw, answers, max_nodes: int = 8):
+    ids, distances = draw(machines(max_nodes))
     return ids, distances, draw(answers(ids))
 
 
@@ -130,6 +134,48 @@ def test_subset_transforms_reach_the_pairwise_masks(lists, survivors):
     masks, widths = fast_merge._reachable_by_transforms(survivors, reduced)
     assert set(masks.tolist()) == fast_merge._reachable_masks(survivors, reduced)
     assert widths.tolist() == [m.bit_count() for m in masks.tolist()]
+
+
+def _as_arrays(problem, per_list_ids: bool):
+    """The problem with each list that holds no nil hint handed over as a MaskHintArray, as the CPU
+    and memory managers hand their lists over on machines with many NUMA nodes; with
+    ``per_list_ids`` each array counts positions over the NUMA nodes its own masks name (the CPU
+    manager counts over the nodes that have CPUs), not over the machine's."""
+    lists = []
+    for hints in problem.lists:
+        if not hints or any(m is None for m, _ in hints):
+            lists.append(hints)
+            continue
+        union = 0
+        for m, _ in hints:
+            union |= m
+        ids = tuple(n for n in problem.numa_ids if union >> n & 1) if per_list_ids else problem.numa_ids
+        positions = [sum(1 << i for i, n in enumerate(ids) if m >> n & 1) for m, _ in hints]
+        lists.append(MaskHintArray(ids, np.array(positions, dtype=np.int64), np.array([m for m, _ in hints], dtype=np.int64),
+                                   np.array([p for _, p in hints], dtype=bool)))
+    return dataclasses.replace(problem, lists=tuple(lists))
+
+
+def _same_on_arrays(ids, distances, providers, per_list_ids):
+    for policy in POLICIES[1:]:
+        for options in (None, CLOSEST):
+            problem = prepare_merge(policy, ids, providers, options=options, distances=distances, enforce_numa_limit=False)
+            arrays = _as_arrays(problem, per_list_ids)
+            assert arrays.lists == problem.lists  # the same lists, held otherwise
+            assert finish_merge(problem, *fast_merge._fast_best(arrays)) == finish_merge(
+                problem, *_exhaustive_best(problem)), (policy, options)
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(random_answers), st.booleans())
+def test_merge_over_hint_arrays_is_upstreams_on_random_answers(problem, per_list_ids):
+    _same_on_arrays(*problem, per_list_ids)
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems(capacity_answers, max_nodes=12), st.booleans())
+def test_merge_over_hint_arrays_is_upstreams_on_capacity_hints(problem, per_list_ids):
+    _same_on_arrays(*problem, per_list_ids)
 
 
 @pytest.mark.parametrize(

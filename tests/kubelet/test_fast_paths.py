@@ -39,7 +39,7 @@ from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
 from toposched.kubelet.memory_manager import StaticMemoryPolicy
 from toposched.kubelet.node import KubeletNode
 from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
-from toposched.kubelet.topology_manager import POLICIES, TopologyAffinityError, numa_subsets
+from toposched.kubelet.topology_manager import POLICIES, TopologyAffinityError, numa_subsets, subset_arrays
 from toposched.topology import CPUSet, LogicalCPU, Machine, NUMANode
 from toposched.workload import Container, Pod
 
@@ -463,6 +463,12 @@ def test_numa_subsets_follow_upstreams_order():
         for positions, mask, width in subsets:
             assert width == mask.bit_count() == positions.bit_count()
             assert mask == mask_of(ids[i] for i in range(len(ids)) if positions >> i & 1)
+
+
+@pytest.mark.parametrize("ids", [tuple(range(9)), (0, 2, 3, 5, 7, 8, 11, 12, 13, 20), tuple(range(12))])
+def test_subset_arrays_list_the_subsets_in_numa_subsets_order(ids):
+    positions, masks, widths = subset_arrays(ids)
+    assert list(zip(positions.tolist(), masks.tolist(), widths.tolist())) == list(numa_subsets(ids))
 
 
 # ---- the Topology Manager taking int masks ---------------------------------------------------------

@@ -44,6 +44,7 @@ from toposched.kubelet.cpu_assignment import (
     take_by_topology,
 )
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
+from toposched.kubelet.hint_arrays import MaskHintArray
 from toposched.kubelet.hints import TopologyHint, iterate_masks
 from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
 from toposched.names import SMT_ALIGNMENT_ERROR
@@ -345,7 +346,7 @@ def _numa_sets(topo: CPUTopology) -> _NUMASets:
 
 def _mask_hints(
     topo: CPUTopology, available: int, reusable: int, request: int, align_by_socket: bool, single_numa_only: bool
-) -> list[MaskHint]:
+) -> list[MaskHint] | MaskHintArray:
     """:func:`_generate_hints` on int masks, with the per-machine work done once.
 
     The available CPUs of each set are summed from per-node counts for all sets at once. With
@@ -394,9 +395,9 @@ def _mask_hints(
 
 def _mask_hints_from_arrays(sets: _NUMASets, arrays: tuple[np.ndarray, np.ndarray, np.ndarray], counts: list[int],
                             need: int, reusable_numas: int, min_affinity: int, align_by_socket: bool
-                            ) -> list[MaskHint]:
+                            ) -> MaskHintArray:
     """:func:`_mask_hints`' full list in NumPy, for machines with many NUMA nodes (the same hints in
-    the same order)."""
+    the same order, kept as arrays)."""
     positions, masks, widths = arrays
     free = subset_sums_array(counts)
     assert free is not None  # CPU counts
@@ -410,7 +411,7 @@ def _mask_hints_from_arrays(sets: _NUMASets, arrays: tuple[np.ndarray, np.ndarra
         for value in np.unique(spanned).tolist():
             if sets.socket_aligned(value.bit_count(), min_affinity):
                 preferred |= spanned == value
-    return list(zip(masks[keep].tolist(), preferred.tolist()))
+    return MaskHintArray(sets.ids, positions[keep], masks[keep], preferred)
 
 
 def cpu_topology_hints(

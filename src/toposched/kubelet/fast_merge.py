@@ -33,13 +33,14 @@ distinct intersections of the hints) times the list lengths, never by their prod
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 from math import comb
 from typing import Any
 
 import numpy as np
 
+from toposched.kubelet.hint_arrays import MaskHintArray, distance_sums, positions_of, subset_masks, subset_widths
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.topology_manager import (
     POLICY_NONE,
@@ -59,6 +60,7 @@ _CANDIDATE_BUDGET = 4096
 # reachable mask is found with subset transforms (2**16 entries at most) instead of pair by pair.
 _TRANSFORMS_FROM = 9
 _TRANSFORMS_UP_TO = 16
+_ARRAY_MASK_BITS = 62  # NUMA ids below this fit an int64 mask
 
 
 def _mask_key(problem: MergeProblem) -> Any:
@@ -327,11 +329,130 @@ def _fast_best(problem: MergeProblem) -> Hint:
     if any(len(hints) == 0 for hints in problem.lists):
         # No permutation at all (single-numa-node filtered a list empty): upstream's default.
         return (problem.default, False)
+    if (any(isinstance(hints, MaskHintArray) for hints in problem.lists)
+            and len(problem.numa_ids) <= _TRANSFORMS_UP_TO and problem.numa_ids[-1] < _ARRAY_MASK_BITS):
+        return _array_best(problem)
     mask = _best_preferred(problem)
     if mask is not None:
         return (mask, True)
     mask = _best_non_preferred(problem)
     return (problem.default, False) if mask is None else (mask, False)
+
+
+# ---- the same merge over arrays, when providers hand over MaskHintArray lists -----------------------
+
+
+class _Positions:
+    """One hint list over the problem's NUMA ids: the non-nil hints' positions and flags, and
+    whether the list offers a nil hint (preferred or not)."""
+
+    __slots__ = ("nil", "nil_preferred", "positions", "preferred")
+
+    def __init__(self, hints: Sequence[Hint], ids: tuple[int, ...]) -> None:
+        if isinstance(hints, MaskHintArray):
+            self.positions = hints.positions if hints.ids == ids else positions_of(hints.masks, ids)
+            self.preferred = hints.preferred
+            self.nil = self.nil_preferred = False
+            return
+        masks = [m for m, _ in hints if m is not None]
+        self.positions = positions_of(np.array(masks, dtype=np.int64), ids)
+        self.preferred = np.array([p for m, p in hints if m is not None], dtype=bool)
+        nil_flags = [p for m, p in hints if m is None]
+        self.nil = bool(nil_flags)
+        self.nil_preferred = any(nil_flags)
+
+
+def _array_best(problem: MergeProblem) -> Hint:
+    """:func:`_fast_best` with the lists as arrays over the ``2**n`` subsets of the machine's ``n``
+    NUMA ids (n at most 16): the same answer, without building a Python object per hint."""
+    ids = problem.numa_ids
+    size = 1 << len(ids)
+    whole = size - 1  # the default mask's position
+    lists = [_Positions(hints, ids) for hints in problem.lists]
+    best = _array_best_preferred(problem, lists, size)
+    if best is not None:
+        return (best, True)
+    best = _array_best_non_preferred(problem, lists, size, whole)
+    return (problem.default, False) if best is None else (best, False)
+
+
+def _array_pick(problem: MergeProblem, candidates: np.ndarray) -> int:
+    """The mask of the best of the ``candidates`` (positions) under upstream's mask order
+    (:func:`_mask_key`): fewest nodes, then (prefer-closest) smallest distance sum, then smallest mask."""
+    widths = subset_widths(len(problem.numa_ids))[candidates]
+    candidates = candidates[widths == widths.min()]
+    if problem.prefer_closest and len(candidates) > 1:
+        assert problem.distances is not None
+        sums = distance_sums(problem.numa_ids, problem.distances)[candidates]
+        candidates = candidates[sums == sums.min()]
+    masks = subset_masks(problem.numa_ids)[candidates]
+    return int(masks.min())
+
+
+def _array_best_preferred(problem: MergeProblem, lists: list[_Positions], size: int) -> int | None:
+    """:func:`_best_preferred` on arrays. Some list holds no nil hint (a MaskHintArray never does),
+    so the candidates are the masks every such list prefers."""
+    common: np.ndarray | None = None
+    for hints in lists:
+        if hints.nil_preferred:
+            continue  # accepts any mask
+        offered = np.zeros(size, dtype=bool)
+        offered[hints.positions[hints.preferred]] = True
+        common = offered if common is None else np.logical_and(common, offered, out=common)
+        if not common.any():
+            return None
+    assert common is not None
+    common[0] = False
+    found = np.flatnonzero(common)
+    return _array_pick(problem, found) if len(found) else None
+
+
+def _array_best_non_preferred(problem: MergeProblem, lists: list[_Positions], size: int, whole: int) -> int | None:
+    """:func:`_best_non_preferred` on arrays: the reachable ANDs from subset transforms over the
+    surviving nodes (see :func:`_reachable_by_transforms`)."""
+    survivors = whole
+    for hints in lists:
+        covered = whole if hints.nil else int(np.bitwise_or.reduce(hints.positions)) if len(hints.positions) else 0
+        survivors &= covered
+    if survivors == 0:
+        return None
+    widths = subset_widths(len(problem.numa_ids))
+    target = 0
+    indicators = []
+    for hints in lists:
+        if len(hints.positions):
+            target = max(target, int(widths[hints.positions].min()))
+        indicator = np.zeros(size, dtype=np.uint32)
+        indicator[hints.positions & survivors] = 1
+        if hints.nil:
+            indicator[survivors] = 1
+        indicator[0] = 0
+        if not indicator.any():
+            return None
+        indicators.append(indicator)
+    bits = [j for j in range(len(problem.numa_ids)) if survivors >> j & 1]
+
+    def zeta(f: np.ndarray, moebius: bool = False) -> np.ndarray:
+        # Only the surviving nodes' bits: every subset here lies within the survivors.
+        for j in bits:
+            view = f.reshape(-1, 2, 1 << j)
+            (np.subtract if moebius else np.add)(view[:, 0, :], view[:, 1, :], out=view[:, 0, :])
+        return f
+
+    # The first list's masks are the ANDs of one mask (every survivor ANDed with it). Counts in
+    # uint32: a transformed 0/1 array holds at most 2**16 - 1, so a product is below 2**32, and
+    # the Moebius transform's wrapped subtractions still end on the exact (non-negative) counts.
+    partial = indicators[0]
+    for indicator in indicators[1:]:
+        pairs = zeta(np.multiply(zeta(partial), zeta(indicator)), moebius=True)
+        partial = (pairs > 0).astype(np.uint32)
+    # Every surviving node lies in some mask of every list, so the ANDs reach a mask holding it:
+    # the empty AND (position 0, width 0, which the width order never visits) is never the only one.
+    reached = np.flatnonzero(partial)
+    reached_widths = widths[reached]
+    present = set(np.unique(reached_widths).tolist())
+    width = next(w for w in _width_order(target, max(present)) if w in present)
+    return _array_pick(problem, reached[reached_widths == width])
 
 
 def fast_merge_hints(

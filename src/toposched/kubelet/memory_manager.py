@@ -17,7 +17,7 @@ and an operation that fails leaves it exactly as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -26,6 +26,7 @@ import numpy as np
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
+from toposched.kubelet.hint_arrays import MaskHintArray
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of, numa_set
 from toposched.kubelet.memory_state import (
     Block,
@@ -292,7 +293,7 @@ def _valid_from_lists(ids: tuple[int, ...], requested: Mapping[str, int], column
     ]
 
 
-_ValidArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # the valid sets' masks, widths and preferred flags
+_ValidArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # the valid sets' masks, widths, preferred flags, positions
 
 
 def _valid_arrays(ids: tuple[int, ...], requested: Mapping[str, int], columns: _Columns, extras: _Extras,
@@ -321,7 +322,7 @@ def _valid_arrays(ids: tuple[int, ...], requested: Mapping[str, int], columns: _
     one_node = (masks & split) == 0
     wider = ((masks & assigned) == 0) | np.isin(masks, np.array(sorted(groups), dtype=np.int64))
     keep = allocatable_ok & free_ok[positions] & np.where(widths == 1, one_node, wider)
-    return masks[keep], widths[keep], widths[keep] == min_size
+    return masks[keep], widths[keep], widths[keep] == min_size, positions[keep]
 
 
 def _any_valid(valid: list[MaskHint] | _ValidArrays) -> bool:
@@ -338,7 +339,7 @@ def _best_holding(valid: list[MaskHint] | _ValidArrays, need: int) -> TopologyHi
     if isinstance(valid, list):
         candidates = [h for h in valid if h[0] & need == need] if need else valid
         return _find_best_mask(candidates) if candidates else None
-    masks, widths, preferred = valid
+    masks, widths, preferred, _ = valid
     holding = (masks & need) == need
     if not holding.any():
         return None
@@ -728,7 +729,7 @@ class StaticMemoryPolicy:
 
     def _calculate_masks(
         self, state: MachineState, pod_uid: str, requested: Mapping[str, int], single_numa_only: bool
-    ) -> dict[str, list[MaskHint]]:
+    ) -> dict[str, Sequence[MaskHint]]:
         """:meth:`_calculate_hints` on int masks: the same hints, in the same order, without visiting NUMA sets.
 
         Sums over NUMA sets are built once per call for every set; the group rules become
@@ -749,7 +750,10 @@ class StaticMemoryPolicy:
             return {r: [] for r in resources} if _any_valid(self._valid(state, pod_uid, requested)) else {}
         valid = self._valid(state, pod_uid, requested)
         if not isinstance(valid, list):
-            valid = list(zip(valid[0].tolist(), valid[2].tolist()))
+            if not len(valid[0]):
+                return {}
+            hints = MaskHintArray(tuple(sorted(state)), valid[3], valid[0], valid[2])
+            return dict.fromkeys(resources, hints)  # one list for every resource: it is never changed
         if not valid:
             return {}
         return {r: list(valid) for r in resources}
@@ -791,7 +795,7 @@ class StaticMemoryPolicy:
         return valid if valid is not None else _valid_from_lists(ids, requested, columns, extras, split, assigned, groups)
 
     @staticmethod
-    def _regenerate_masks(blocks: tuple[Block, ...], requested: Mapping[str, int]) -> dict[str, list[MaskHint]] | None:
+    def _regenerate_masks(blocks: tuple[Block, ...], requested: Mapping[str, int]) -> dict[str, Sequence[MaskHint]] | None:
         """:meth:`_regenerate_hints` on int masks."""
         hints: dict[str, list[MaskHint]] = {r: [] for r in sorted(requested)}
         if len(blocks) != len(requested):
@@ -844,7 +848,7 @@ class StaticMemoryPolicy:
 
     def topology_masks(
         self, pod: Pod, container: Container | str, *, single_numa_only: bool = False
-    ) -> dict[str, list[MaskHint]] | None:
+    ) -> dict[str, Sequence[MaskHint]] | None:
         """:meth:`get_topology_hints` as ``(NUMA mask, preferred)`` pairs (bit n = NUMA node n), fast.
 
         The same hints in the same order. With ``single_numa_only`` only those upstream's
@@ -860,7 +864,7 @@ class StaticMemoryPolicy:
             return self._regenerate_masks(blocks, requested)
         return self._calculate_masks(self._state, self.pod_uid(pod), requested, single_numa_only)
 
-    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool = False) -> dict[str, list[MaskHint]] | None:
+    def pod_topology_masks(self, pod: Pod, *, single_numa_only: bool = False) -> dict[str, Sequence[MaskHint]] | None:
         """:meth:`get_pod_topology_hints` as ``(NUMA mask, preferred)`` pairs (see :meth:`topology_masks`)."""
         if not self.manages(pod):
             return None

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.fast_merge import _fast_best, fast_merge_hints
+from toposched.kubelet.hint_arrays import MaskHintArray
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.topology_manager import (
     POLICY_NONE,
@@ -308,6 +309,8 @@ class MaskTopologyManager(TopologyManager):
                 out.append(_NO_PREFERENCE)
             elif not hints:
                 out.append(_NO_AFFINITY)
+            elif isinstance(hints, MaskHintArray):
+                out.append(hints)  # kept as arrays for the fast merge (it reads as the tuple it stands for)
             else:
                 out.append(tuple(hints))
         return out
