@@ -436,6 +436,18 @@ def test_a_default_hint_with_no_preferred_set_is_the_narrowest_valid_one() -> No
     assert result.numa_nodes == frozenset({1, 2})
 
 
+def test_a_default_hint_takes_the_narrowest_set_before_the_smallest_mask() -> None:
+    """Nodes 0-2 free 4 GiB each, nodes 3-4 free 6 GiB: 10 GiB fit {0, 1, 2} (mask 7) and {0, 3}
+    (mask 9), among others; the narrower set wins although its mask is larger."""
+    def free(amount: int, reserved: int = 0) -> MemoryTable:
+        return table(amount, amount, 0, reserved, amount + reserved)
+    state = {0: node((0,), memory=free(4 * GB, 512 * MB))} | {n: node((n,), memory=free(4 * GB)) for n in (1, 2)}
+    state |= {n: node((n,), memory=free(6 * GB)) for n in (3, 4)}
+    policy = policy_with(state, RESERVED_0)
+    result = policy.allocate(pod("pod1", ctr("c", 10 * GB)), "c", NIL)
+    assert result.numa_nodes == frozenset({0, 3})
+
+
 def test_allocate_across_numa_nodes() -> None:
     policy = policy_with(FOUR_SMALL_NODES, RESERVED_EACH)
     result = policy.allocate(guaranteed("pod1", "container1"), "container1", NIL_PREFERRED)

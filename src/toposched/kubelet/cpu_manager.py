@@ -44,7 +44,7 @@ from toposched.kubelet.cpu_assignment import (
     take_by_topology,
 )
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
-from toposched.kubelet.hint_arrays import MaskHintArray
+from toposched.kubelet.hint_arrays import MaskHintArray, position_of, subset_widths
 from toposched.kubelet.hints import TopologyHint, iterate_masks
 from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
 from toposched.names import SMT_ALIGNMENT_ERROR
@@ -372,9 +372,8 @@ def _mask_hints(
             and (available & cpus).bit_count() >= need
         ]
     counts = [(available & cpus).bit_count() for _, cpus, _ in sets.singles]
-    arrays = subset_arrays(sets.ids)
-    if arrays is not None and not any(sockets >> 62 for _, _, sockets in sets.singles):
-        return _mask_hints_from_arrays(sets, arrays, counts, need, reusable_numas, min_affinity, align_by_socket)
+    if subset_arrays(sets.ids) is not None and not any(sockets >> 62 for _, _, sockets in sets.singles):
+        return _mask_hints_from_arrays(sets, counts, need, reusable_numas, min_affinity, align_by_socket)
     free = subset_sums(counts)
     subsets = numa_subsets(sets.ids)
     if not align_by_socket:
@@ -393,25 +392,27 @@ def _mask_hints(
     ]
 
 
-def _mask_hints_from_arrays(sets: _NUMASets, arrays: tuple[np.ndarray, np.ndarray, np.ndarray], counts: list[int],
-                            need: int, reusable_numas: int, min_affinity: int, align_by_socket: bool
-                            ) -> MaskHintArray:
-    """:func:`_mask_hints`' full list in NumPy, for machines with many NUMA nodes (the same hints in
-    the same order, kept as arrays)."""
-    positions, masks, widths = arrays
-    free = subset_sums_array(counts)
+def _mask_hints_from_arrays(sets: _NUMASets, counts: list[int], need: int, reusable_numas: int, min_affinity: int,
+                            align_by_socket: bool) -> MaskHintArray:
+    """:func:`_mask_hints`' full list in NumPy, for machines with many NUMA nodes: the same hints,
+    held as one flag per subset of the NUMA nodes (read as a list, in the same order)."""
+    n = len(sets.ids)
+    free = subset_sums_array(counts)  # per position
     assert free is not None  # CPU counts
-    keep = (free[positions] >= need) & ((reusable_numas & ~masks) == 0)
-    preferred = widths[keep] == min_affinity
+    valid = free >= need  # not the empty set: need > 0 = its count, unless reusable CPUs pin a node below
+    if reusable_numas:
+        reusable = position_of(reusable_numas, sets.ids)
+        valid &= (np.arange(1 << n, dtype=np.int64) & reusable) == reusable
+    widths = subset_widths(n)
+    preferred = valid & (widths == min_affinity)
     if align_by_socket:
-        spanned = np.zeros(len(free), dtype=np.int64)  # per positions: the sockets of that set, as a mask
+        spanned = np.zeros(1 << n, dtype=np.int64)  # per position: the sockets of that set, as a mask
         for i, (_, _, sockets) in enumerate(sets.singles):
             spanned[1 << i:2 << i] = spanned[:1 << i] | sockets
-        spanned = spanned[positions][keep]
-        for value in np.unique(spanned).tolist():
+        for value in np.unique(spanned[valid]).tolist():
             if sets.socket_aligned(value.bit_count(), min_affinity):
-                preferred |= spanned == value
-    return MaskHintArray(sets.ids, positions[keep], masks[keep], preferred)
+                preferred |= valid & (spanned == value)
+    return MaskHintArray(sets.ids, valid, preferred)
 
 
 def cpu_topology_hints(

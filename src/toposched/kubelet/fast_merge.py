@@ -366,23 +366,35 @@ def _fast_best(problem: MergeProblem) -> Hint:
 
 
 class _Positions:
-    """One hint list over the problem's NUMA ids: the non-nil hints' positions and flags, and
-    whether the list offers a nil hint (preferred or not)."""
+    """One hint list over the problem's NUMA ids: its non-nil hints' positions, its preferred ones,
+    and whether it offers a nil hint (preferred or not)."""
 
-    __slots__ = ("nil", "nil_preferred", "positions", "preferred")
+    __slots__ = ("_dense", "_preferred", "nil", "nil_preferred", "positions")
 
     def __init__(self, hints: Sequence[Hint], ids: tuple[int, ...]) -> None:
-        if isinstance(hints, MaskHintArray):
-            self.positions = hints.positions if hints.ids == ids else positions_of(hints.masks, ids)
-            self.preferred = hints.preferred
-            self.nil = self.nil_preferred = False
-            return
-        masks = [m for m, _ in hints if m is not None]
-        self.positions = positions_of(np.array(masks, dtype=np.int64), ids)
-        self.preferred = np.array([p for m, p in hints if m is not None], dtype=bool)
-        nil_flags = [p for m, p in hints if m is None]
-        self.nil = bool(nil_flags)
-        self.nil_preferred = any(nil_flags)
+        self._dense: np.ndarray | None = None  # the preferred flag per position, when the list has it
+        self.nil = self.nil_preferred = False
+        if isinstance(hints, MaskHintArray) and hints.ids == ids:
+            self.positions, self._dense = hints.positions, hints.preferred
+            self._preferred = np.empty(0, dtype=np.int64)
+        elif isinstance(hints, MaskHintArray):  # counted over other ids (the CPU manager's: the nodes with CPUs)
+            self.positions = positions_of(hints.masks, ids)
+            self._preferred = positions_of(subset_masks(hints.ids)[np.flatnonzero(hints.preferred)], ids)
+        else:
+            masks = [m for m, _ in hints if m is not None]
+            self.positions = positions_of(np.array(masks, dtype=np.int64), ids)
+            self._preferred = self.positions[np.array([p for m, p in hints if m is not None], dtype=bool)]
+            nil_flags = [p for m, p in hints if m is None]
+            self.nil = bool(nil_flags)
+            self.nil_preferred = any(nil_flags)
+
+    def offered(self, size: int) -> np.ndarray:
+        """A new boolean array over the ``size`` positions: the subsets the list offers as preferred hints."""
+        if self._dense is not None:
+            return self._dense.copy()
+        out = np.zeros(size, dtype=bool)
+        out[self._preferred] = True
+        return out
 
 
 def _array_best(problem: MergeProblem) -> Hint:
@@ -419,13 +431,11 @@ def _array_best_preferred(problem: MergeProblem, lists: list[_Positions], size: 
     for hints in lists:
         if hints.nil_preferred:
             continue  # accepts any mask
-        offered = np.zeros(size, dtype=bool)
-        offered[hints.positions[hints.preferred]] = True
+        offered = hints.offered(size)
         common = offered if common is None else np.logical_and(common, offered, out=common)
         if not common.any():
             return None
-    assert common is not None
-    common[0] = False
+    assert common is not None  # (and common[0] is False: a MaskHintArray never offers the empty set)
     found = np.flatnonzero(common)
     return _array_pick(problem, found) if len(found) else None
 
@@ -439,6 +449,7 @@ def _array_best_non_preferred(problem: MergeProblem, lists: list[_Positions], si
         survivors &= covered
     if survivors == 0:
         return None
+    # From here every list has a mask sharing a node with the survivors (they lie within what it covers).
     widths = subset_widths(len(problem.numa_ids))
     target = 0
     indicators = []
@@ -449,9 +460,7 @@ def _array_best_non_preferred(problem: MergeProblem, lists: list[_Positions], si
         indicator[hints.positions & survivors] = 1
         if hints.nil:
             indicator[survivors] = 1
-        indicator[0] = 0
-        if not indicator.any():
-            return None
+        indicator[0] = 0  # an empty AND is no merge (and the counts below stay in uint32)
         indicators.append(indicator)
     bits = [j for j in range(len(problem.numa_ids)) if survivors >> j & 1]
 

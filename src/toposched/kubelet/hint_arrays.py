@@ -4,9 +4,9 @@ On a 16-NUMA machine the CPU and memory managers each offer up to 65,535 hints p
 As a Python list of ``(mask, preferred)`` tuples such a list costs milliseconds to build, and
 the merge then rebuilds it as sets (measured on the wide benchmark mix: 12 ms per admission on
 a 16-NUMA machine, most of it in these conversions). :class:`MaskHintArray` keeps the hints as
-the arrays the providers computed them in, and reads as the list it stands for, so any code
-that walks hint lists (the exhaustive merge, the tests) works unchanged while the fast merge
-reads the arrays.
+the providers compute them, one flag per subset, and reads as the list it stands for, so any
+code that walks hint lists (the exhaustive merge, the tests) works unchanged while the fast
+merge reads the arrays.
 
 Subsets of a machine's NUMA ids are addressed by *positions* as in
 :func:`~toposched.kubelet.topology_manager.numa_subsets`: bit ``i`` of a position stands for
@@ -22,34 +22,49 @@ from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["MaskHintArray", "distance_sums", "positions_of", "subset_masks", "subset_widths"]
+__all__ = ["MaskHintArray", "distance_sums", "position_of", "positions_of", "subset_masks", "subset_order", "subset_widths"]
 
 
 class MaskHintArray(Sequence[tuple[int, bool]]):
-    """A provider's hint list ``[(mask, preferred), ...]`` held as arrays.
+    """A provider's hint list ``[(mask, preferred), ...]`` held densely over the subsets of ``ids``.
 
-    ``ids`` are the NUMA ids the ``positions`` refer to; ``masks`` are the same subsets as
-    NUMA bitmasks and ``preferred`` their flags, all in the list's order. It compares equal to
-    the list of tuples it stands for, iterates and indexes as that list (built on first need),
+    ``valid[p]`` says whether the subset at position ``p`` is a hint and ``preferred[p]`` whether
+    that hint is preferred (both boolean arrays of ``2**len(ids)``; position 0, the empty set, is
+    never a hint). It compares equal to the list of tuples it stands for, in upstream's order of
+    the subsets (:func:`subset_order`), iterates and indexes as that list (built on first need),
     and is never changed.
     """
 
-    __slots__ = ("_items", "ids", "masks", "positions", "preferred")
+    __slots__ = ("_items", "_positions", "ids", "preferred", "valid")
 
-    def __init__(self, ids: tuple[int, ...], positions: np.ndarray, masks: np.ndarray, preferred: np.ndarray) -> None:
+    def __init__(self, ids: tuple[int, ...], valid: np.ndarray, preferred: np.ndarray) -> None:
         self.ids = ids
-        self.positions = positions
-        self.masks = masks
+        self.valid = valid
         self.preferred = preferred
+        self._positions: np.ndarray | None = None
         self._items: list[tuple[int, bool]] | None = None
+
+    @property
+    def positions(self) -> np.ndarray:
+        """The hints' positions, ascending (not upstream's order)."""
+        if self._positions is None:
+            self._positions = np.flatnonzero(self.valid)
+        return self._positions
+
+    @property
+    def masks(self) -> np.ndarray:
+        """The hints' NUMA bitmasks, in the order of :attr:`positions`."""
+        return subset_masks(self.ids)[self.positions]
 
     def _list(self) -> list[tuple[int, bool]]:
         if self._items is None:
-            self._items = list(zip(self.masks.tolist(), self.preferred.tolist()))
+            order = subset_order(len(self.ids))
+            listed = order[self.valid[order]]
+            self._items = list(zip(subset_masks(self.ids)[listed].tolist(), self.preferred[listed].tolist()))
         return self._items
 
     def __len__(self) -> int:
-        return len(self.masks)
+        return len(self.positions)
 
     def __iter__(self) -> Iterator[tuple[int, bool]]:
         return iter(self._list())
@@ -72,6 +87,27 @@ class MaskHintArray(Sequence[tuple[int, bool]]):
 
     def __repr__(self) -> str:
         return f"MaskHintArray({self._list()!r})"
+
+
+@lru_cache(maxsize=32)
+def subset_order(n: int) -> np.ndarray:
+    """The positions of the non-empty subsets of ``n`` ids in upstream's ``IterateBitMasks`` order,
+    as :func:`~toposched.kubelet.topology_manager.numa_subsets` lists them: by width, then
+    lexicographically by the ids (read-only)."""
+    positions = np.arange(1, 1 << n, dtype=np.int64)
+    # Among subsets of one width, combinations(range(n), width) comes in the descending order of
+    # the positions with their bits reversed (the first id as the highest bit).
+    reversed_bits = np.zeros(len(positions), dtype=np.int64)
+    for i in range(n):
+        reversed_bits |= ((positions >> i) & 1) << (n - 1 - i)
+    order = positions[np.lexsort((-reversed_bits, subset_widths(n)[1:]))]
+    order.setflags(write=False)
+    return order
+
+
+def position_of(mask: int, ids: tuple[int, ...]) -> int:
+    """The position over ``ids`` of one NUMA bitmask (bits of other ids are dropped)."""
+    return sum(1 << j for j, numa in enumerate(ids) if mask >> numa & 1)
 
 
 @lru_cache(maxsize=32)

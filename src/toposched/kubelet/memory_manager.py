@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from toposched.errors import InputError, ToposchedError
 from toposched.kubelet.config import KubeletConfig
-from toposched.kubelet.hint_arrays import MaskHintArray
+from toposched.kubelet.hint_arrays import MaskHintArray, position_of, subset_masks, subset_widths
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of, numa_set
 from toposched.kubelet.memory_state import (
     Block,
@@ -293,44 +294,51 @@ def _valid_from_lists(ids: tuple[int, ...], requested: Mapping[str, int], column
     ]
 
 
-_ValidArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # the valid sets' masks, widths, preferred flags, positions
+@lru_cache(maxsize=64)
+def _allocatable_sums(values: tuple[int, ...]) -> np.ndarray | None:
+    """:func:`subset_sums_array` of the NUMA nodes' allocatable amounts, which change only with the
+    machine's reservations: kept per machine and resource (read-only)."""
+    sums = subset_sums_array(values)
+    if sums is not None:
+        sums.setflags(write=False)
+    return sums
 
 
 def _valid_arrays(ids: tuple[int, ...], requested: Mapping[str, int], columns: _Columns, extras: _Extras,
-                  split: int, assigned: int, groups: frozenset[int]) -> _ValidArrays | None:
-    """:func:`_valid_from_lists` in NumPy, for machines with many NUMA nodes: the same hints in the
-    same order, as arrays; None where it does not apply (too few nodes, or amounts an int64 cannot
-    hold)."""
-    arrays = subset_arrays(ids)
-    if arrays is None:
+                  split: int, assigned: int, groups: frozenset[int]) -> MaskHintArray | None:
+    """:func:`_valid_from_lists` in NumPy, for machines with many NUMA nodes: the same hints, held
+    as one flag per subset (read as a list, in the same order); None where it does not apply (too
+    few nodes, or amounts an int64 cannot hold)."""
+    if subset_arrays(ids) is None:
         return None
-    positions, masks, widths = arrays
-    allocatable_ok = np.ones(1 << len(ids), dtype=bool)
-    free_ok = np.ones(1 << len(ids), dtype=bool)
+    size = 1 << len(ids)
+    allocatable_ok = np.ones(size, dtype=bool)
+    free_ok = np.ones(size, dtype=bool)
     for r in sorted(requested):
-        size = requested[r]
-        allocatable, free = subset_sums_array(columns[r][0]), subset_sums_array(columns[r][1])
-        if allocatable is None or free is None or (size | sum(extra for _, extra in extras[r])) >> 61:
+        need = requested[r]
+        allocatable, free = _allocatable_sums(tuple(columns[r][0])), subset_sums_array(columns[r][1])
+        if allocatable is None or free is None or (need | sum(extra for _, extra in extras[r])) >> 61:
             return None
         for at, extra in extras[r]:
             free[at] += extra
-        allocatable_ok &= allocatable >= size
-        free_ok &= free >= size
-    allocatable_ok = allocatable_ok[positions]
-    first = int(allocatable_ok.argmax())
-    min_size = int(widths[first]) if allocatable_ok[first] else len(ids)
-    one_node = (masks & split) == 0
-    wider = ((masks & assigned) == 0) | np.isin(masks, np.array(sorted(groups), dtype=np.int64))
-    keep = allocatable_ok & free_ok[positions] & np.where(widths == 1, one_node, wider)
-    return masks[keep], widths[keep], widths[keep] == min_size, positions[keep]
+        allocatable_ok &= allocatable >= need
+        free_ok &= free >= need
+    allocatable_ok[0] = False  # the empty set is no NUMA set
+    widths = subset_widths(len(ids))
+    min_size = int(widths[allocatable_ok].min()) if allocatable_ok.any() else len(ids)
+    masks = subset_masks(ids)
+    wider = (masks & assigned) == 0
+    wider[[position_of(group, ids) for group in groups if group & ~masks[-1] == 0]] = True  # groups on these nodes
+    valid = allocatable_ok & free_ok & np.where(widths == 1, (masks & split) == 0, wider)
+    return MaskHintArray(ids, valid, valid & (widths == min_size))
 
 
-def _any_valid(valid: list[MaskHint] | _ValidArrays) -> bool:
+def _any_valid(valid: list[MaskHint] | MaskHintArray) -> bool:
     """Whether :meth:`StaticMemoryPolicy._valid` found any valid set."""
-    return bool(valid) if isinstance(valid, list) else bool(len(valid[0]))
+    return len(valid) > 0
 
 
-def _best_holding(valid: list[MaskHint] | _ValidArrays, need: int) -> TopologyHint | None:
+def _best_holding(valid: list[MaskHint] | MaskHintArray, need: int) -> TopologyHint | None:
     """:func:`_find_best_mask` over the valid hints whose mask holds ``need``; None when there is none.
 
     On arrays the narrowest such set (then the smallest mask) is taken at once: a valid set is
@@ -339,13 +347,15 @@ def _best_holding(valid: list[MaskHint] | _ValidArrays, need: int) -> TopologyHi
     if isinstance(valid, list):
         candidates = [h for h in valid if h[0] & need == need] if need else valid
         return _find_best_mask(candidates) if candidates else None
-    masks, widths, preferred, _ = valid
-    holding = (masks & need) == need
-    if not holding.any():
+    positions = valid.positions
+    masks = subset_masks(valid.ids)[positions]
+    holding = positions[(masks & need) == need]
+    if not len(holding):
         return None
-    narrowest = holding & (widths == widths[holding].min())
-    best = int(np.flatnonzero(narrowest)[masks[narrowest].argmin()])
-    return TopologyHint(numa_set(int(masks[best])), bool(preferred[best]))
+    widths = subset_widths(len(valid.ids))[holding]
+    narrowest = holding[widths == widths.min()]
+    best = int(narrowest[subset_masks(valid.ids)[narrowest].argmin()])
+    return TopologyHint(numa_set(int(subset_masks(valid.ids)[best])), bool(valid.preferred[best]))
 
 
 def _satisfies(state: MachineState, nodes: frozenset[int], requested: Mapping[str, int]) -> bool:
@@ -749,13 +759,10 @@ class StaticMemoryPolicy:
             # whether there is one matters ({} would mean "no preference").
             return {r: [] for r in resources} if _any_valid(self._valid(state, pod_uid, requested)) else {}
         valid = self._valid(state, pod_uid, requested)
-        if not isinstance(valid, list):
-            if not len(valid[0]):
-                return {}
-            hints = MaskHintArray(tuple(sorted(state)), valid[3], valid[0], valid[2])
-            return dict.fromkeys(resources, hints)  # one list for every resource: it is never changed
         if not valid:
             return {}
+        if isinstance(valid, MaskHintArray):
+            return dict.fromkeys(resources, valid)  # one list for every resource: it is never changed
         return {r: list(valid) for r in resources}
 
     def _single_node_masks(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]) -> list[MaskHint]:
@@ -780,7 +787,7 @@ class StaticMemoryPolicy:
         return singles
 
     def _valid(self, state: MachineState, pod_uid: str, requested: Mapping[str, int]
-               ) -> list[MaskHint] | _ValidArrays:
+               ) -> list[MaskHint] | MaskHintArray:
         """Every valid NUMA set for ``requested`` with its preferred flag, in upstream's order: as
         NumPy arrays on machines with many NUMA nodes, as a list otherwise."""
         ids = tuple(sorted(state))

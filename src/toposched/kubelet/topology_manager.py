@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from toposched.errors import InputError, ToposchedError
-from toposched.kubelet.hint_arrays import subset_masks, subset_widths
+from toposched.kubelet.hint_arrays import subset_masks, subset_order, subset_widths
 from toposched.kubelet.hints import TopologyHint, mask_of, numa_set
 from toposched.names import TOPOLOGY_AFFINITY_ERROR, UNEXPECTED_ADMISSION_ERROR
 
@@ -253,16 +253,8 @@ def subset_arrays(numa_ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np
     """
     if len(numa_ids) < ARRAY_SUBSETS_FROM or max(numa_ids) >= _INT64_BITS:
         return None
-    n = len(numa_ids)
-    positions = np.arange(1, 1 << n, dtype=np.int64)
-    # Among subsets of one width, combinations(range(n), width) comes in the descending order of
-    # the positions with their bits reversed (the first id as the highest bit).
-    reversed_bits = np.zeros(len(positions), dtype=np.int64)
-    for i in range(n):
-        reversed_bits |= ((positions >> i) & 1) << (n - 1 - i)
-    widths = subset_widths(n)[1:]
-    order = np.lexsort((-reversed_bits, widths))
-    columns = (positions[order], subset_masks(numa_ids)[positions[order]], widths[order])
+    order = subset_order(len(numa_ids))
+    columns = (order, subset_masks(numa_ids)[order], subset_widths(len(numa_ids))[order])
     for column in columns:
         column.setflags(write=False)
     return columns
