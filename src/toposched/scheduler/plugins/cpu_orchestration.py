@@ -1162,11 +1162,13 @@ class CPUOrchestration:
         request = self._request(state, pod)
         if request.refusal is not None:
             return np.zeros(len(rows), dtype=bool), reason_of(request.refusal)
-        memo = self._memos.get(table)
-        if memo is not None:
-            # Kept current by every pod, so a pod with a bind policy finds a few changed rows to
-            # measure rather than every row changed since the last such pod (its p99 was 4x its mean).
-            memo.update(table)
+        # Both memos, once some pod has needed them, are kept current by every pod, so a pod with a
+        # bind policy finds a few changed rows to measure rather than every row changed since the
+        # last such pod (its p99 was 4x its mean).
+        for memos in (self._memos, self._memory_memos):
+            memo = memos.get(table)
+            if memo is not None:
+                memo.update(table)
         ok = np.ones(len(rows), dtype=bool)
         if not request.needs:
             return ok, ""
