@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from toposched.kubelet import topology_manager
-from toposched.kubelet.topology_manager import subset_arrays
 
 
 @contextmanager
@@ -15,9 +14,7 @@ def subset_arrays_from(numa: int | None) -> Iterator[None]:
     the default threshold); the default is back afterwards."""
     default = topology_manager.ARRAY_SUBSETS_FROM
     topology_manager.ARRAY_SUBSETS_FROM = default if numa is None else numa
-    subset_arrays.cache_clear()
     try:
         yield
     finally:
         topology_manager.ARRAY_SUBSETS_FROM = default
-        subset_arrays.cache_clear()

@@ -35,11 +35,12 @@ from toposched.kubelet.device_manager import (
 )
 from toposched.kubelet.device_manager import _generate_hints as device_hints_reference
 from toposched.kubelet.device_manager import _mask_hints as device_mask_hints
+from toposched.kubelet.hint_arrays import subset_masks, subset_order, subset_widths
 from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
 from toposched.kubelet.memory_manager import StaticMemoryPolicy
 from toposched.kubelet.node import KubeletNode
 from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
-from toposched.kubelet.topology_manager import POLICIES, TopologyAffinityError, numa_subsets, subset_arrays
+from toposched.kubelet.topology_manager import POLICIES, TopologyAffinityError, numa_subsets
 from toposched.topology import CPUSet, LogicalCPU, Machine, NUMANode
 from toposched.workload import Container, Pod
 
@@ -466,8 +467,9 @@ def test_numa_subsets_follow_upstreams_order():
 
 
 @pytest.mark.parametrize("ids", [tuple(range(9)), (0, 2, 3, 5, 7, 8, 11, 12, 13, 20), tuple(range(12))])
-def test_subset_arrays_list_the_subsets_in_numa_subsets_order(ids):
-    positions, masks, widths = subset_arrays(ids)
+def test_subset_order_lists_the_subsets_in_numa_subsets_order(ids):
+    positions = subset_order(len(ids))
+    masks, widths = subset_masks(ids)[positions], subset_widths(len(ids))[positions]
     assert list(zip(positions.tolist(), masks.tolist(), widths.tolist())) == list(numa_subsets(ids))
 
 

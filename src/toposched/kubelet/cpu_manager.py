@@ -46,7 +46,7 @@ from toposched.kubelet.cpu_assignment import (
 from toposched.kubelet.cpu_state import CPUManagerCheckpoint
 from toposched.kubelet.hint_arrays import MaskHintArray, position_of, subset_widths
 from toposched.kubelet.hints import TopologyHint, iterate_masks
-from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
+from toposched.kubelet.topology_manager import numa_subsets, subset_arrays_apply, subset_sums, subset_sums_array
 from toposched.names import SMT_ALIGNMENT_ERROR
 from toposched.topology import CPUSet, Machine
 
@@ -372,7 +372,7 @@ def _mask_hints(
             and (available & cpus).bit_count() >= need
         ]
     counts = [(available & cpus).bit_count() for _, cpus, _ in sets.singles]
-    if subset_arrays(sets.ids) is not None and not any(sockets >> 62 for _, _, sockets in sets.singles):
+    if subset_arrays_apply(sets.ids) and not any(sockets >> 62 for _, _, sockets in sets.singles):
         return _mask_hints_from_arrays(sets, counts, need, reusable_numas, min_affinity, align_by_socket)
     free = subset_sums(counts)
     subsets = numa_subsets(sets.ids)

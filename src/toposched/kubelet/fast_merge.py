@@ -185,38 +185,37 @@ def _reachable_by_transforms(survivors: int, reduced: list[set[int]]) -> tuple[n
     ``p & m == x`` is the superset Moebius transform of the product of the two arrays' superset
     zeta transforms (a pair holds ``x`` exactly when both hold it). Each list costs ``n * 2**n``
     array additions whatever its length (on a 16-NUMA machine a list can offer 65,535 masks, and
-    pairs of partial masks and masks run into billions); counts stay below ``2**32`` because each
-    step starts again from 0/1.
+    pairs of partial masks and masks run into billions): see :func:`_reached`.
     """
-    nodes = [i for i in range(survivors.bit_length()) if survivors >> i & 1]
-    n = len(nodes)
-    size = 1 << n
-    expand = np.zeros(size, dtype=np.int64)  # subset index -> the mask of its nodes
-    width = np.zeros(size, dtype=np.int64)  # subset index -> its number of nodes
-    for j, node in enumerate(nodes):
-        expand[1 << j: 2 << j] = expand[: 1 << j] | (1 << node)
-        width[1 << j: 2 << j] = width[: 1 << j] + 1
-
-    def indicator(masks: set[int]) -> np.ndarray:
-        values = np.fromiter(masks, dtype=np.int64, count=len(masks))
-        index = np.zeros(len(values), dtype=np.int64)
-        for j, node in enumerate(nodes):
-            index |= ((values >> node) & 1) << j
-        out = np.zeros(size, dtype=np.int64)
-        out[index] = 1
-        return out
-
-    def zeta(f: np.ndarray, sign: int) -> np.ndarray:
-        return _superset_transform(f, range(n), n, moebius=sign < 0)
-
-    partial = np.zeros(size, dtype=np.int64)
-    partial[size - 1] = 1  # the AND of no mask yet: every surviving node
+    nodes = tuple(i for i in range(survivors.bit_length()) if survivors >> i & 1)
+    indicators = []
     for masks in reduced:
-        pairs = zeta(zeta(partial, 1) * zeta(indicator(masks), 1), -1)
-        pairs[0] = 0  # an empty AND is not a merge
-        partial = (pairs > 0).astype(np.int64)
-    reached = np.flatnonzero(partial)
-    return expand[reached], width[reached]
+        indicator = np.zeros(1 << len(nodes), dtype=np.uint32)
+        indicator[positions_of(np.fromiter(masks, dtype=np.int64, count=len(masks)), nodes)] = 1
+        indicators.append(indicator)
+    reached = _reached(indicators, range(len(nodes)), len(nodes))
+    return subset_masks(nodes)[reached], subset_widths(len(nodes))[reached]
+
+
+def _reached(indicators: list[np.ndarray], bits: Iterable[int], n: int) -> np.ndarray:
+    """The non-empty subsets (positions over ``2**n``) that the AND of one subset per list reaches,
+    each list given as a 0/1 uint32 array over the subsets that is 0 at the empty set, all of
+    them within ``bits`` (the arrays are changed).
+
+    The first list's subsets are the ANDs of one subset. Then per list the number of pairs
+    ``(p, m)`` with ``p & m == x`` is the superset Moebius transform of the product of the two
+    arrays' superset zeta transforms. Counts fit uint32: a transformed 0/1 array holds at most
+    ``2**16 - 1`` (16 bits at most), so a product is below ``2**32``, and the Moebius transform's
+    wrapped subtractions still end on the exact, non-negative counts.
+    """
+    bits = list(bits)
+    partial = indicators[0]
+    for indicator in indicators[1:]:
+        product = np.multiply(_superset_transform(partial, bits, n, moebius=False),
+                              _superset_transform(indicator, bits, n, moebius=False))
+        partial = (_superset_transform(product, bits, n, moebius=True) > 0).astype(np.uint32)
+        partial[0] = 0  # an empty AND is no merge
+    return np.flatnonzero(partial)
 
 
 def _superset_transform(f: np.ndarray, bits: Iterable[int], n: int, *, moebius: bool) -> np.ndarray:
@@ -449,7 +448,6 @@ def _array_best_non_preferred(problem: MergeProblem, lists: list[_Positions], si
         survivors &= covered
     if survivors == 0:
         return None
-    # From here every list has a mask sharing a node with the survivors (they lie within what it covers).
     widths = subset_widths(len(problem.numa_ids))
     target = 0
     indicators = []
@@ -460,24 +458,12 @@ def _array_best_non_preferred(problem: MergeProblem, lists: list[_Positions], si
         indicator[hints.positions & survivors] = 1
         if hints.nil:
             indicator[survivors] = 1
-        indicator[0] = 0  # an empty AND is no merge (and the counts below stay in uint32)
+        indicator[0] = 0  # an empty AND is no merge
         indicators.append(indicator)
+    # Only the surviving nodes' bits: every subset here lies within the survivors. Every surviving
+    # node lies in some mask of every list, so the ANDs reach a mask holding it: never none.
     bits = [j for j in range(len(problem.numa_ids)) if survivors >> j & 1]
-
-    def zeta(f: np.ndarray, moebius: bool = False) -> np.ndarray:
-        # Only the surviving nodes' bits: every subset here lies within the survivors.
-        return _superset_transform(f, bits, len(problem.numa_ids), moebius=moebius)
-
-    # The first list's masks are the ANDs of one mask (every survivor ANDed with it). Counts in
-    # uint32: a transformed 0/1 array holds at most 2**16 - 1, so a product is below 2**32, and
-    # the Moebius transform's wrapped subtractions still end on the exact (non-negative) counts.
-    partial = indicators[0]
-    for indicator in indicators[1:]:
-        pairs = zeta(np.multiply(zeta(partial), zeta(indicator)), moebius=True)
-        partial = (pairs > 0).astype(np.uint32)
-    # Every surviving node lies in some mask of every list, so the ANDs reach a mask holding it:
-    # the empty AND (position 0, width 0, which the width order never visits) is never the only one.
-    reached = np.flatnonzero(partial)
+    reached = _reached(indicators, bits, len(problem.numa_ids))
     reached_widths = widths[reached]
     present = set(np.unique(reached_widths).tolist())
     width = next(w for w in _width_order(target, max(present)) if w in present)

@@ -37,7 +37,7 @@ from toposched.kubelet.memory_state import (
     NUMANodeState,
     machine_states_equal,
 )
-from toposched.kubelet.topology_manager import numa_subsets, subset_arrays, subset_sums, subset_sums_array
+from toposched.kubelet.topology_manager import numa_subsets, subset_arrays_apply, subset_sums, subset_sums_array
 from toposched.quantity import format_bytes
 from toposched.topology import Machine
 from toposched.workload import GUARANTEED, Container, Pod
@@ -309,7 +309,7 @@ def _valid_arrays(ids: tuple[int, ...], requested: Mapping[str, int], columns: _
     """:func:`_valid_from_lists` in NumPy, for machines with many NUMA nodes: the same hints, held
     as one flag per subset (read as a list, in the same order); None where it does not apply (too
     few nodes, or amounts an int64 cannot hold)."""
-    if subset_arrays(ids) is None:
+    if not subset_arrays_apply(ids):
         return None
     size = 1 << len(ids)
     allocatable_ok = np.ones(size, dtype=bool)
@@ -347,15 +347,14 @@ def _best_holding(valid: list[MaskHint] | MaskHintArray, need: int) -> TopologyH
     if isinstance(valid, list):
         candidates = [h for h in valid if h[0] & need == need] if need else valid
         return _find_best_mask(candidates) if candidates else None
-    positions = valid.positions
-    masks = subset_masks(valid.ids)[positions]
-    holding = positions[(masks & need) == need]
+    masks = subset_masks(valid.ids)
+    holding = valid.positions[(masks[valid.positions] & need) == need]
     if not len(holding):
         return None
     widths = subset_widths(len(valid.ids))[holding]
     narrowest = holding[widths == widths.min()]
-    best = int(narrowest[subset_masks(valid.ids)[narrowest].argmin()])
-    return TopologyHint(numa_set(int(subset_masks(valid.ids)[best])), bool(valid.preferred[best]))
+    best = int(narrowest[masks[narrowest].argmin()])
+    return TopologyHint(numa_set(int(masks[best])), bool(valid.preferred[best]))
 
 
 def _satisfies(state: MachineState, nodes: frozenset[int], requested: Mapping[str, int]) -> bool:

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from toposched.errors import InputError, ToposchedError
-from toposched.kubelet.hint_arrays import subset_masks, subset_order, subset_widths
 from toposched.kubelet.hints import TopologyHint, mask_of, numa_set
 from toposched.names import TOPOLOGY_AFFINITY_ERROR, UNEXPECTED_ADMISSION_ERROR
 
@@ -66,7 +65,7 @@ __all__ = [
     "numa_subsets",
     "parse_policy_options",
     "prepare_merge",
-    "subset_arrays",
+    "subset_arrays_apply",
     "subset_sums",
     "subset_sums_array",
 ]
@@ -244,20 +243,11 @@ Python loop visits in ~0.1 s per resource and per container."""
 _INT64_BITS = 62  # sums and masks below 2**62 cannot overflow the int64 arrays
 
 
-@lru_cache(maxsize=64)
-def subset_arrays(numa_ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`numa_subsets` as three read-only int64 arrays (positions, masks, widths), in its order.
-
-    None when the machine has fewer than :data:`ARRAY_SUBSETS_FROM` NUMA nodes, or an id too
-    large for an int64 mask: callers then walk :func:`numa_subsets` itself.
-    """
-    if len(numa_ids) < ARRAY_SUBSETS_FROM or max(numa_ids) >= _INT64_BITS:
-        return None
-    order = subset_order(len(numa_ids))
-    columns = (order, subset_masks(numa_ids)[order], subset_widths(len(numa_ids))[order])
-    for column in columns:
-        column.setflags(write=False)
-    return columns
+def subset_arrays_apply(numa_ids: tuple[int, ...]) -> bool:
+    """Whether hint providers list the subsets of ``numa_ids`` with NumPy: from
+    :data:`ARRAY_SUBSETS_FROM` NUMA nodes on, every id small enough for an int64 mask (else they
+    walk :func:`numa_subsets`)."""
+    return len(numa_ids) >= ARRAY_SUBSETS_FROM and max(numa_ids) < _INT64_BITS
 
 
 def subset_sums_array(values: Sequence[int]) -> np.ndarray | None:
