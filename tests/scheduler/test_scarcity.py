@@ -39,8 +39,10 @@ def cluster() -> Cluster:
     return c
 
 
-def latency(name: str, cpus: int = 12, hugepages: int = 2) -> Pod:
-    limits = {"cpu": cpus * 1000, "memory": 8 * GiB, "hugepages-1Gi": hugepages * GiB}
+def latency(name: str, cpus: int = 12, hugepages: int = 2, memory: int = 8) -> Pod:
+    limits = {"cpu": cpus * 1000, "memory": memory * GiB}
+    if hugepages:
+        limits["hugepages-1Gi"] = hugepages * GiB
     return Pod(name, uid=name, containers=(Container("c", requests=limits, limits=limits),), scheduler_name="toposched")
 
 
@@ -136,6 +138,39 @@ def test_the_few_rows_form_equals_the_vector_form():
         assert plugin.score_few(CycleState(), pod, sched.table, rows) == vector, pod.name
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 14), st.integers(0, 4), st.integers(1, 40)), min_size=3, max_size=25),
+       st.lists(st.tuples(st.booleans(), st.integers(1, 16), st.integers(0, 6), st.integers(1, 60)), min_size=1, max_size=6))
+def test_scores_over_many_rows_equal_the_row_by_row_scores(placed, asked):
+    """On 12 nodes of three kinds filled by demanding pods of random sizes, the vector form's scores
+    (every row at once, and half of the rows) equal the plain-Python form's for pods that take from
+    one zone (their exclusive CPUs, memory and hugepages) and pods that take only from the node."""
+    from toposched.scheduler.framework import CycleState
+
+    c = Cluster()
+    for i in range(4):
+        c.set_node(NodeSpec(f"metal{i}", allocatable={"cpu": 32000, "memory": 128 * GiB, "hugepages-1Gi": 16 * GiB,
+                                                     "pods": 110}), machine=machine(2, 16, 8), kubelet_config=CONFIG)
+        c.set_node(NodeSpec(f"big{i}", allocatable={"cpu": 64000, "memory": 256 * GiB, "hugepages-1Gi": 32 * GiB,
+                                                   "pods": 110}), machine=machine(4, 16, 8), kubelet_config=CONFIG)
+        c.set_node(NodeSpec(f"vm{i}", allocatable={"cpu": 16000, "memory": 128 * GiB, "pods": 110}),
+                   machine=machine(2, 8), kubelet_config=CONFIG)
+    sched = Scheduler(c, load_profile("toposched"))
+    plugin = next(p for p, _ in sched.profile.scores if p.name == "ScarcityScore")
+    plugin.epoch = 1  # a target of several shapes (some with hugepages, some without) from the first pods
+    for i, (cpus, hugepages, memory) in enumerate(placed):
+        pod = latency(f"p{i}", cpus, hugepages, memory)
+        if sched.schedule(pod, now=i).node:
+            sched.bound(pod, now=i)
+    sched.table.refresh()
+    every = list(range(sched.table.size))
+    for j, (pinned, cpus, hugepages, memory) in enumerate(asked):
+        pod = latency(f"a{j}", cpus, hugepages, memory) if pinned else burstable(f"a{j}", cpus * 1000)
+        for rows in (every, every[j % 2::2]):
+            vector = plugin.score_all(CycleState(), pod, sched.table, np.array(rows)).tolist()
+            assert plugin.score_few(CycleState(), pod, sched.table, rows) == vector, (pod.name, rows)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(1, 14), st.integers(0, 3), st.booleans(), st.integers(0, 5)),
                 min_size=5, max_size=40))
@@ -143,7 +178,7 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
     """The per-row counts ScarcityScore keeps (what each row's zones hold of each target shape, its
     free CPU and memory, their quotients), brought up to date at the changed rows (a few of them in
     a few rows or all of them), equal the counts computed over every row, as pods of random sizes
-    come and go on 20 nodes of two kinds, nodes join, and a node's allocatable memory shrinks (so
+    come and go on 22 nodes of three kinds (two of them pinning nothing), nodes join, and a node's allocatable memory shrinks (so
     that memory, not CPU, bounds what it holds, or its pods over-commit it)."""
     c = Cluster()
     for i in range(10):
@@ -151,6 +186,9 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
                                                      "pods": 110}), machine=machine(2, 16, 8), kubelet_config=CONFIG)
         c.set_node(NodeSpec(f"vm{i}", allocatable={"cpu": 16000, "memory": 128 * GiB, "pods": 110}),
                    machine=machine(2, 8), kubelet_config=CONFIG)
+    for i in range(2):  # kubelets that pin nothing: they hold no demanding pod, their quotients are kept all the same
+        c.set_node(NodeSpec(f"shared{i}", allocatable={"cpu": 8000, "memory": 16 * GiB, "pods": 110}),
+                   machine=machine(1, 8), kubelet_config=KubeletConfig())
     sched = Scheduler(c, load_profile("toposched"))
     plugin = next(p for p, _ in sched.profile.scores if p.name == "ScarcityScore")
     placed = []
