@@ -222,10 +222,10 @@ def test_what_rows_hold_kept_row_by_row_equals_it_computed_afresh(steps):
 def test_the_first_fitting_zone_is_numpys_argmax_where_one_fits(zones, rows, seed):
     """The first True zone of each row (zones x rows), on up to 140 zones (past int8's range), is
     ``argmax`` along the zones where any is True, and the zone count where none is."""
-    from toposched.scheduler.plugins.scarcity import _first_true
+    from toposched.scheduler.table import first_true
 
     mask = np.random.default_rng(seed).random((zones, rows)) < 0.2
-    first = _first_true(mask)
+    first = first_true(mask)
     assert np.array_equal(first, np.where(mask.any(axis=0), mask.argmax(axis=0), zones))
 
 

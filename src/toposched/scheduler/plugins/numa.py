@@ -34,7 +34,7 @@ from toposched.scheduler.intent import (
     pod_intent,
 )
 from toposched.scheduler.status import Refusal, Status
-from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues, take_rows
+from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues, first_true, take_rows
 from toposched.workload import GUARANTEED, Container, Pod
 
 __all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
@@ -53,11 +53,19 @@ class AlignedRequest:
     containers), memory and hugepages as the Static memory manager requests them (Guaranteed pods
     only), devices as the device manager does. ``containers`` holds one request per container in
     admission order (empty ones dropped); ``pod`` the pod-scope request. CPUs are in millicores.
+
+    ``reuse_checks``: when the pod's first container is a regular init container with exclusive
+    CPUs, the containers after it that the static CPU manager must place in that container's zone
+    (it lets them reuse its CPUs and then offers them only NUMA sets holding every reusable CPU,
+    upstream ``generateCPUTopologyHints``): per such container, its row in ``stacked`` and what the
+    exclusive containers before it took of that zone (in ``stacked``'s columns). See
+    :func:`_reuse_holds_in_first_zone`.
     """
 
     def __init__(self, pod: Pod) -> None:
         self.guaranteed = pod.qos_class == GUARANTEED
-        self.containers = [r for r in (self._of(pod, c) for c in pod.all_containers) if r]
+        every = [self._of(pod, c) for c in pod.all_containers]
+        self.containers = [r for r in every if r]
         pod_request: dict[str, int] = {}
         cpus = pod_guaranteed_cpus(pod)
         if cpus:
@@ -75,6 +83,7 @@ class AlignedRequest:
         self.stacked_lists = stacked.tolist()  # the same, for the plain-Python forms
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
         self.aligned_by = [_aligned_by(n) for n in names]
+        self.reuse_checks = _reuse_checks(pod, every, names)
 
     def _of(self, pod: Pod, container: Container) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -87,6 +96,37 @@ class AlignedRequest:
                     out[name] = value
         out.update({k: v for k, v in container_device_requests(container).items() if v > 0 and _is_device(k)})
         return out
+
+
+def _reuse_checks(pod: Pod, every: list[dict[str, int]], names: list[str]) -> list[tuple[int, list[int]]]:
+    """:attr:`AlignedRequest.reuse_checks` from each container's request (``every``, admission order).
+
+    After a regular init container took ``I`` CPUs in zone z, each later exclusive container may use
+    z as it was before the pod less what the exclusive containers before it took (the init
+    container's CPUs and memory come back to the pod), and it must stay in z while some of the
+    init container's CPUs are still reusable: certainly while those containers took fewer than
+    ``I`` CPUs in all. The walk stops where that is no longer certain: there, at a device request
+    or at another regular init container. A container without exclusive CPUs is passed over (its
+    memory may lie in another zone; leaving it out only makes the check looser).
+    """
+    inits = {id(c) for c in pod.init_containers if not c.is_sidecar}  # regular init containers
+    if not every or id(pod.all_containers[0]) not in inits or "cpu" not in every[0] or any(_is_device(k) for k in every[0]):
+        return []
+    reusable, row, used = every[0]["cpu"], 1, [0] * len(names)
+    checks = []
+    for container, request in zip(pod.all_containers[1:], every[1:]):
+        if not request:
+            continue
+        row += 1
+        if id(container) in inits or any(_is_device(k) for k in request):
+            break
+        if "cpu" not in request:
+            continue
+        if request["cpu"] > 0 and sum(used[j] for j, n in enumerate(names) if n == "cpu") >= reusable:
+            break
+        checks.append((row, list(used)))
+        used = [u + request.get(n, 0) for u, n in zip(used, names)]
+    return checks
 
 
 # Written by NUMAAlignment's PreFilter (or the first reader): the pod's intent (its NUMA and
@@ -205,6 +245,48 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         if len(part):
             ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
                                       restricted=restricted)
+    if request.reuse_checks and not restricted:
+        part = positions[~pod_scope & (table.view("policy")[rows[positions]] == _SINGLE)]
+        if len(part):
+            ok[part] &= _reuse_holds_in_first_zone(table, rows[part], request, cpu_static[part], mem_static[part])
+
+
+def _reuse_holds_in_first_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
+                               mem_static: np.ndarray) -> np.ndarray:
+    """Per row of a container-scope ``single-numa-node`` kubelet: each container of
+    ``request.reuse_checks`` holds in the zone the pod's first (init) container is given, less what
+    the containers before it took there (True where the CPU manager is not static, or where no zone
+    holds the first container: the other checks judge those).
+
+    The kubelet gives the init container the lowest zone that holds it (every provider's hints are
+    single zones, and among equally narrow merged hints the lowest mask wins). While some of its
+    CPUs are reusable, a later container's CPU hints must contain their NUMA node, so its only
+    single-zone hint is that zone; there it may use the zone as it was before the pod less what
+    the exclusive containers before it took, the init container's CPUs and memory (upstream
+    ``initContainersReusableMemory``) coming back to the pod. Amounts of 0 are not checked: no
+    provider asks for them.
+    """
+    names, want = request.stacked
+    first = want[1].tolist()
+    exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) for by in request.aligned_by]
+    asked = {j for k, _ in request.reuse_checks for j, need in enumerate(want[k].tolist()) if need} | \
+        {j for j, need in enumerate(first) if need}
+    zones = {j: take_rows(table.zone_free(names[j]), rows) for j in sorted(asked)}
+    holds = take_rows(table.zone_valid(), rows)
+    for j, zone in zones.items():
+        if first[j]:
+            holds = holds & ((zone >= first[j]) | exempt[j])
+    zone_of = first_true(holds)
+    ok = np.ones(len(rows), dtype=bool)
+    at = np.flatnonzero(cpu_static & (zone_of < len(holds)))
+    if len(at):
+        chosen = zone_of[at].astype(np.int64)
+        there = {j: zone[chosen, at] for j, zone in zones.items()}
+        for k, used in request.reuse_checks:
+            for j, need in enumerate(want[k].tolist()):
+                if need:
+                    ok[at] &= (there[j] - used[j] >= need) | exempt[j][at]
+    return ok
 
 
 def _narrowest(aligned_by: list[str], widest: list[np.ndarray], capacity: Callable[[int], np.ndarray], needs: list[int]
@@ -381,6 +463,8 @@ class NUMAAlignment:
                 scoped = per_request[:1] if values.pod_scope else per_request[1:]
                 if effective == _SINGLE:
                     ok = all(_one_zone_holds(values, wants) for wants in scoped)
+                    if ok and request.reuse_checks and not values.pod_scope and policy == _SINGLE and values.cpu_static:
+                        ok = _reuse_holds_in_first_zone_row(values, request, per_request, cols)
                 else:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
@@ -441,6 +525,22 @@ def _restricted_holds(values: RowValues, wants: list[tuple[int, int]], memory_co
     if wide and any(need for _, need in singles):
         return False
     return _one_zone_holds(values, singles)
+
+
+def _reuse_holds_in_first_zone_row(values: RowValues, request: AlignedRequest, per_request: list[list[tuple[int, int]]],
+                                   cols: list[int]) -> bool:
+    """One row of :func:`_reuse_holds_in_first_zone`; ``per_request`` holds, per row of
+    ``request.stacked``, the (zone column, amount) pairs the row aligns, ``cols`` the zone column
+    of each of ``stacked``'s names."""
+    first = [(col, need) for col, need in per_request[1] if need]
+    for zone, valid in zip(values.zfree, values.zvalid):
+        if valid and all(zone[col] >= need for col, need in first):
+            for k, used in request.reuse_checks:
+                taken = dict(zip(cols, used))
+                if not all(zone[col] - taken[col] >= need for col, need in per_request[k] if need):
+                    return False
+            return True
+    return True
 
 
 def _one_zone_holds(values: RowValues, wants: list[tuple[int, int]]) -> bool:
