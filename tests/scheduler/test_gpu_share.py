@@ -262,3 +262,96 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
         kept = plugin._rows(sched.table)
         fresh = GPURows().update(sched.table, lambda row: plugin._row_gpus(sched.table, row))
         gpu_rows_equal(kept, fresh)
+
+
+def gpu8x_scheduler(policy: str = "restricted", scope: str = "pod") -> Scheduler:
+    """One ``gpu-8x`` node (2 NUMA nodes, 4 GPUs on each) whose kubelet enforces ``policy``."""
+    import dataclasses
+
+    gpu = load_hardware_profile("gpu-8x")
+    config = dataclasses.replace(gpu.kubelet, topology_manager_policy=policy, topology_manager_scope=scope)
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=gpu.machine, kubelet_config=config,
+                     device_plugins={r: list(d) for r, d in (gpu.device_plugins or {}).items()})
+    return Scheduler(cluster, load_profile("toposched"))
+
+
+def gpu_verdicts(sched: Scheduler, pod: Pod) -> tuple[str | None, str | None, str | None]:
+    """GPUShare's reason on node ``n`` from its batch form, its few-rows form and its per-node form (None: passes)."""
+    from toposched.scheduler.framework import CycleState
+
+    plugin = next(p for p in sched.runner.filters if p.name == "GPUShare")
+    table = sched.table
+    table.refresh()
+    rows = np.array([table.index["n"]])
+    mask, reasons = plugin.filter_all(CycleState(cluster=sched.cluster), pod, table, rows)
+    batch = None if mask[0] else (reasons if isinstance(reasons, str) else reasons[0])
+    few = plugin.filter_few(CycleState(cluster=sched.cluster), pod, table, rows.tolist())[0]
+    status = plugin.filter(CycleState(cluster=sched.cluster), pod, sched.cluster.nodes["n"])
+    return batch, few, None if status.is_success else status.message
+
+
+def exact_refusal(sched: Scheduler, pod: Pod) -> str | None:
+    """Why Reserve (the replica's admission and the confirm hooks, no filter) refuses ``pod`` on node ``n``; None
+    where it would place it (given back at once)."""
+    state, status = sched.runner.pre_filter(pod)
+    assert status.is_success
+    refused = sched.runner.reserve(state, pod, "n", 0.0)
+    if refused is None:
+        sched.unreserve(pod)
+    return refused
+
+
+def test_a_whole_gpu_pod_is_filtered_out_where_each_numa_nodes_pick_holds_shares():
+    # Shares take the GPUs the kubelet hands out last: b4, b3, then 94 on NUMA node 1. A 3-GPU pod
+    # takes 13, 14 and 33 on NUMA node 0. Free: 34 (NUMA 0, clean), 93 (clean), 94, b3, b4 (NUMA 1).
+    sched = gpu8x_scheduler()
+    for i in range(3):
+        pod = share_pod(f"s{i}", 60)
+        assert sched.schedule(pod, 0.0).node == "n"
+        sched.bound(pod, 0.0)
+    pod = whole_gpu_pod("w", 3)
+    assert sched.schedule(pod, 0.0).node == "n"
+    sched.bound(pod, 0.0)
+    # Two GPUs are free of shares, but a 2-GPU pod gets them from one NUMA node: only NUMA node 1
+    # has two free, and the kubelet's first two there are 93 and 94, which holds a share.
+    reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
+              "holds shares of other pods")
+    assert gpu_verdicts(sched, whole_gpu_pod("p", 2)) == (reason, reason, reason)
+    assert "would hand out GPU 0000:94:00.0" in exact_refusal(sched, whole_gpu_pod("p", 2))
+    # One GPU: NUMA node 0's pick (34) is clean, so the filter cannot say; two GPUs wanted by
+    # two containers are not judged by the one-node pick either.
+    assert gpu_verdicts(sched, whole_gpu_pod("q", 1)) == (None, None, None)
+    two = Pod("t", uid="t", containers=tuple(Container(f"c{i}", limits={"cpu": 1000, "memory": GI, "nvidia.com/gpu": 1})
+                                             for i in range(2)))
+    assert gpu_verdicts(sched, two) == (None, None, None)
+    # A kubelet that does not align devices to one NUMA node may hand out 34 and 93.
+    loose = gpu8x_scheduler("best-effort")
+    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [whole_gpu_pod("w", 3)]:
+        loose.schedule(pod, 0.0)
+        loose.bound(pod, 0.0)
+    assert gpu_verdicts(loose, whole_gpu_pod("p", 2)) == (None, None, None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["restricted", "single-numa-node"]), st.sampled_from(["pod", "container"]),
+       st.lists(st.tuples(st.booleans(), st.integers(1, 3), st.integers(20, 100), st.booleans()), max_size=10),
+       st.integers(1, 4))
+def test_the_one_node_pick_rule_only_refuses_what_the_kubelet_refuses(policy, scope, steps, probe):
+    """On a gpu-8x node whose kubelet aligns devices to one NUMA node, after random shares and
+    whole-GPU pods (some leaving), GPUShare's three forms agree on a whole-GPU pod, and where they
+    refuse it, Reserve (the replica's admission and the confirm hooks) refuses it too."""
+    sched = gpu8x_scheduler(policy, scope)
+    placed = []
+    for i, (is_share, gpus, percent, leave) in enumerate(steps):
+        pod = share_pod(f"s{i}", percent, guaranteed=gpus == 1) if is_share else whole_gpu_pod(f"w{i}", gpus)
+        if sched.schedule(pod, float(i)).node:
+            sched.bound(pod, float(i))
+            placed.append(pod)
+        if leave and placed:
+            sched.cluster.forget(placed.pop(0), float(i))
+    pod = whole_gpu_pod("probe", probe)
+    batch, few, per_node = gpu_verdicts(sched, pod)
+    assert batch == few == per_node
+    if batch is not None:
+        assert exact_refusal(sched, pod) is not None

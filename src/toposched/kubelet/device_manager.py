@@ -866,6 +866,26 @@ class DeviceManager:
             raise InputError(f"expected a DeviceManagerState, got {type(state).__name__}", field="state")
         self._state = state
 
+    def pick(self, resource: str, count: int, numa_nodes: Iterable[int]) -> list[str]:
+        """The devices of ``resource`` a new container asking for ``count`` of them would be given
+        under a Topology Manager hint naming ``numa_nodes`` (upstream ``devicesToAllocate``, the
+        plugin's preferred allocation included), in the order taken; the state is unchanged.
+        Raises :class:`DeviceAllocationError` where upstream would."""
+        s = self._state
+        return _devices_to_allocate(
+            table=s.devices.get(resource),
+            healthy=s.healthy.get(resource, _EMPTY_IDS),
+            in_use=self.in_use(resource),
+            resource=resource,
+            required=_check_count(count, "count"),
+            hint_nodes=frozenset(numa_nodes),
+            reusable=_EMPTY_IDS,
+            container_devices=None,
+            preferred=self._preferred.get(resource),
+            pod_uid="",
+            container_name="",
+        )
+
     def is_device_resource(self, resource: str) -> bool:
         """Upstream ``isDevicePluginResource``: registered, or held by some container."""
         s = self._state

@@ -28,7 +28,9 @@ class RowGPUs:
     Per GPU, in the node's device order: its memory, the compute and memory its shares use,
     whether the kubelet gave it whole (``busy``) and its free share in milli-GPU for the policies
     (0 where busy). ``whole``: per device-plugin GPU resource the node serves, how many such GPUs
-    the kubelet could hand out and how many of those hold no shares.
+    the kubelet could hand out, how many of those hold no shares, and what it hands out under a
+    one-NUMA-node hint (:func:`~toposched.scheduler.plugins.gpu_share.aligned_picks`: bit ``n`` set
+    where some NUMA node's pick of ``n`` holds no shares; the most GPUs one NUMA node has).
     """
 
     model: str
@@ -37,7 +39,7 @@ class RowGPUs:
     used_memory: Sequence[int]
     busy: Sequence[bool]
     free_milli: Sequence[int]
-    whole: Mapping[str, tuple[int, int]]
+    whole: Mapping[str, tuple[int, int, int, int]]
 
 
 class GPURows:
@@ -57,7 +59,8 @@ class GPURows:
         self.used_memory = np.zeros((size, width), dtype=np.int64)
         self.busy = np.zeros((size, width), dtype=bool)
         self.free_milli = np.zeros((size, width), dtype=np.int64)
-        self.whole: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # resource -> (serves, free, clean)
+        # resource -> (serves, free, clean, clean one-node picks as bits, the most GPUs on one NUMA node)
+        self.whole: dict[str, tuple[np.ndarray, ...]] = {}
         self._facts: list[RowGPUs | None] = [None] * size  # what each row was written from
         self._width = width
 
@@ -100,8 +103,8 @@ class GPURows:
         resources = sorted({r for f in facts if f is not None for r in f.whole})
         self._allocate(table.size, width)
         for resource in resources:
-            self.whole[resource] = (np.zeros(table.size, dtype=bool), np.zeros(table.size, dtype=np.int64),
-                                    np.zeros(table.size, dtype=np.int64))
+            self.whole[resource] = (np.zeros(table.size, dtype=bool),
+                                    *(np.zeros(table.size, dtype=np.int64) for _ in range(4)))
         for row, fact in enumerate(facts):
             self._write(row, fact)
 
@@ -111,8 +114,9 @@ class GPURows:
         self._facts[row] = fact
         for array in (self.memory, self.used_core, self.used_memory, self.busy, self.free_milli):
             array[row] = 0
-        for serves, free, clean in self.whole.values():
-            serves[row], free[row], clean[row] = False, 0, 0
+        for arrays in self.whole.values():
+            for array in arrays:
+                array[row] = 0
         if fact is None:
             self.count[row] = self.smallest[row] = 0
             self.models[row] = ""
@@ -127,9 +131,11 @@ class GPURows:
             self.used_memory[row, :n] = fact.used_memory
             self.busy[row, :n] = fact.busy
             self.free_milli[row, :n] = fact.free_milli
-        for resource, (free_count, clean_count) in fact.whole.items():
-            serves, free, clean = self.whole[resource]
-            serves[row], free[row], clean[row] = True, free_count, clean_count
+        for resource, counts in fact.whole.items():
+            serves, *columns = self.whole[resource]
+            serves[row] = True
+            for column, value in zip(columns, counts):
+                column[row] = value
 
     def fitting(self, request: GPURequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row: how many of its GPUs not held whole by the kubelet fit ``request`` (as

@@ -11,11 +11,13 @@ node side enforces.
 The node's GPUs are its inventory's GPU devices (memory from the topology, else from the GPU
 model, else ``defaultGPUMemory``). GPUs the kubelet gave whole to ``nvidia.com/gpu`` pods are
 not shared, and a whole-GPU pod whose kubelet would pick a GPU that holds shares is refused at
-Reserve. Which GPU a share takes, and how nodes are scored, is the packing policy of the FGD
-paper (ATC'23, "Beware of Fragmentation"): ``FGD`` (with a target workload), ``BestFit``
-(default), ``DotProd``, ``GpuPacking``, ``GpuClustering`` or ``Random`` (seeded) -- args
-``{policy: ..., seed: ..., defaultGPUMemory: ...}``. Shares sit on the NUMA nodes the pod's CPUs
-and memory were aligned to when it has any.
+Reserve; the filter refuses it beforehand where that is certain (too few GPUs free of shares,
+or, on kubelets that align devices to one NUMA node, a shared GPU in the kubelet's pick on every
+NUMA node that could hold the request: :func:`aligned_picks`). Which GPU a share takes, and how
+nodes are scored, is the packing policy of the FGD paper (ATC'23, "Beware of Fragmentation"):
+``FGD`` (with a target workload), ``BestFit`` (default), ``DotProd``, ``GpuPacking``,
+``GpuClustering`` or ``Random`` (seeded) -- args ``{policy: ..., seed: ..., defaultGPUMemory:
+...}``. Shares sit on the NUMA nodes the pod's CPUs and memory were aligned to when it has any.
 """
 
 from __future__ import annotations
@@ -51,11 +53,12 @@ from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
 from toposched.scheduler.plugins.gpu_rows import GPURows, RowGPUs
 from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import POLICY_CODES, NodeTable
 from toposched.topology.model import DeviceKind
 from toposched.workload import Pod
 
-__all__ = ["DEVICE_ALLOCATED", "GPUShare", "gpus_held_whole", "gpus_with_shares", "node_gpu_state", "shares_gpu"]
+__all__ = ["DEVICE_ALLOCATED", "GPUShare", "aligned_picks", "gpus_held_whole", "gpus_with_shares", "node_gpu_state",
+           "shares_gpu"]
 
 # GPUShare's cycle state: the pod's share request (None for a pod without shares), its requests of
 # whole devices, the pod as the packing policies see it per smallest GPU size, and the share
@@ -64,6 +67,8 @@ _SHARE_REQUEST: StateKey[Any] = StateKey("request", "GPUShare")
 _WHOLE: StateKey[tuple[tuple[str, int], ...]] = StateKey("whole", "GPUShare")
 _TASKS: StateKey[dict[int, Any]] = StateKey("tasks", "GPUShare")
 _CHOICE: StateKey[tuple[str, Any]] = StateKey("choice", "GPUShare")
+_ONE_HOLDER: StateKey[bool] = StateKey("one holder", "GPUShare")
+_ONE_NODE_POLICIES = frozenset({"restricted", "single-numa-node"})  # the kubelet then aligns devices to one NUMA node
 
 
 _SHARE_PREFIX = KOORDINATOR_GPU
@@ -142,6 +147,32 @@ def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice]
         if resource in devices.resources:
             used |= devices.in_use(resource)
     return used
+
+
+def aligned_picks(manager: Any, resource: str, shared: frozenset[str]) -> tuple[int, int]:
+    """What a kubelet's device manager hands out of ``resource`` under a hint naming one NUMA node.
+
+    First: bit ``n`` is set when some NUMA node has ``n`` free devices of the resource and the
+    devices the manager would give a container asking for ``n`` with that node as its hint
+    (:meth:`~toposched.kubelet.device_manager.DeviceManager.pick`) hold none of ``shared``.
+    Second: the most healthy devices one NUMA node has. A request up to that many has one-node
+    device hints as its only preferred ones (upstream ``minAffinitySize`` is 1; counted here over
+    healthy devices only, so never larger than upstream's count), and a kubelet enforcing
+    ``restricted`` or ``single-numa-node`` then aligns the devices to one NUMA node with enough
+    free ones: where no such node's pick is free of shares, the pod is refused at Reserve.
+    """
+    state = manager.state
+    table = state.devices.get(resource, {})
+    healthy = state.healthy.get(resource, frozenset())
+    free = manager.available(resource)
+    bits = most = 0
+    for numa in state.numa_nodes:
+        here = [d for d, nodes in table.items() if nodes and numa in nodes]
+        most = max(most, sum(1 for d in here if d in healthy))
+        for n in range(1, sum(1 for d in here if d in free) + 1):
+            if not shared.intersection(manager.pick(resource, n, (numa,))):
+                bits |= 1 << n
+    return bits, most
 
 
 def _gpu_resources(inventory: Iterable[NodeDevice]) -> set[str] | tuple[str, ...]:
@@ -346,11 +377,24 @@ class GPUShare:
                                       if n > 0 and "/" in r and not r.startswith(_SHARE_PREFIX)))
         return state[_WHOLE]
 
+    def _one_holder(self, state: CycleState, pod: Pod) -> bool:
+        """Whether one app container asks for all the whole devices the pod asks for (no init
+        container asks for any): the kubelet then gives it its devices from the NUMA node its
+        Topology Manager aligned the pod to, in its own order, none reused from another container."""
+        if _ONE_HOLDER not in state:
+            names = {r for r, _ in self._whole(state, pod)}
+            holders = [c for c in pod.all_containers if any(c.limits_or_requests.get(r, 0) > 0 for r in names)]
+            state[_ONE_HOLDER] = len(holders) == 1 and all(holders[0] is not c for c in pod.init_containers)
+        return state[_ONE_HOLDER]
+
     def _whole_fits(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """A whole-GPU pod passes unless every pick the kubelet could make holds a GPU with shares.
 
         The kubelet hands out ``n`` of its free GPUs and does not know shares: when fewer than
         ``n`` of them are free of shares, whichever it picks, the pod would be refused at Reserve.
+        A kubelet enforcing ``restricted`` or ``single-numa-node`` picks them on one NUMA node
+        holding ``n`` free ones (for a request one NUMA node's GPUs could hold): the pod is refused
+        too where every such node's pick holds shares (:func:`aligned_picks`).
         """
         whole = self._whole(state, pod)
         if not whole or node.model is None or node.inventory is None:
@@ -367,11 +411,15 @@ class GPUShare:
             clean = len(free - shared) if shared else len(free)
             if clean < count:
                 return Status.unschedulable(_held_back(count, resource, clean, len(free)), plugin=self.name)
+            if node.policy in _ONE_NODE_POLICIES and self._one_holder(state, pod):
+                picks, most = aligned_picks(devices, resource, shared)
+                if count <= most and not picks >> count & 1:
+                    return Status.unschedulable(_shared_pick(count, resource), plugin=self.name)
         return Status.success()
 
     def filter_key(self, state: CycleState, pod: Pod) -> Any:
         """The filter reads the pod's share request and its whole-device requests, nothing else."""
-        return self._request(state, pod), self._whole(state, pod)
+        return self._request(state, pod), self._whole(state, pod), self._whole(state, pod) and self._one_holder(state, pod)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
         """Some GPU (or ``count`` of them) of the node has the share free; a whole-GPU pod cannot be
@@ -399,18 +447,28 @@ class GPUShare:
         codes = np.zeros(len(rows), dtype=np.int64)
         if request is None:
             # Per resource in order, the rows whose kubelet could hand out enough GPUs but not
-            # enough without shares; a row's reason is its first such resource's.
+            # enough without shares, then (on kubelets aligning them to one NUMA node) the rows
+            # where every NUMA node's pick holds shares; a row's reason is its first such resource's.
+            one_node = None
+            if self._one_holder(state, pod):
+                policy = table.pick(table.view("policy"), rows)
+                one_node = (policy == POLICY_CODES["restricted"]) | (policy == POLICY_CODES["single-numa-node"])
             for resource, count in whole:
                 if resource not in gpus.whole:
                     continue  # no node serves it as GPUs
-                serves, free, clean = (a[rows] for a in gpus.whole[resource])
-                refused = np.flatnonzero(serves & (free >= count) & (clean < count) & (codes == 0))
-                if not len(refused):
-                    continue
-                pairs = np.stack([clean[refused], free[refused]])
-                seen, which = np.unique(pairs, axis=1, return_inverse=True)
-                codes[refused] = len(texts) + which.reshape(-1)
-                texts += [_held_back(count, resource, c, f) for c, f in seen.T.tolist()]
+                serves, free, clean, picks, most = (a[rows] for a in gpus.whole[resource])
+                enough = serves & (free >= count)
+                refused = np.flatnonzero(enough & (clean < count) & (codes == 0))
+                if len(refused):
+                    pairs = np.stack([clean[refused], free[refused]])
+                    seen, which = np.unique(pairs, axis=1, return_inverse=True)
+                    codes[refused] = len(texts) + which.reshape(-1)
+                    texts += [_held_back(count, resource, c, f) for c, f in seen.T.tolist()]
+                if one_node is not None:
+                    refused = np.flatnonzero(enough & one_node & (most >= count) & ((picks >> count) & 1 == 0) & (codes == 0))
+                    if len(refused):
+                        codes[refused] = len(texts)
+                        texts.append(_shared_pick(count, resource))
         else:
             fitting, candidates = gpus.fitting(request, rows)
             # Rows whose node is gone are left to the filters that say so.
@@ -590,6 +648,12 @@ class GPUShare:
         return Status.success()
 
 
+def _shared_pick(count: int, resource: str) -> str:
+    """Why a whole-GPU pod is refused where the kubelet aligns devices to one NUMA node and each such node's pick holds shares."""
+    return (f"needs {count} {resource}; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
+            f"holds shares of other pods")
+
+
 def _held_back(count: int, resource: str, clean: int, free: int) -> str:
     """Why a whole-GPU pod is refused where too few of the GPUs its kubelet could hand out hold no shares."""
     return f"needs {count} {resource}; only {clean} of the {free} GPUs the kubelet could hand out hold no shares of other pods"
@@ -631,7 +695,7 @@ def _row_gpus(known: _NodeGPUs, node: NodeRecord, manager: Any) -> RowGPUs:
         for resource in _gpu_resources(node.inventory):
             if resource in manager.resources:
                 free = manager.available(resource)
-                whole[resource] = (len(free), len(free - known.shared))
+                whole[resource] = (len(free), len(free - known.shared), *aligned_picks(manager, resource, known.shared))
     return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                    gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
                    known.free if gpus.devices else (), whole)
