@@ -355,3 +355,29 @@ def test_the_one_node_pick_rule_only_refuses_what_the_kubelet_refuses(policy, sc
     assert batch == few == per_node
     if batch is not None:
         assert exact_refusal(sched, pod) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, 7)), st.sets(st.integers(0, 7)), st.booleans())
+def test_aligned_picks_are_the_device_managers_picks(held, shared, reversed_plugin):
+    """Bit n of ``aligned_picks`` is set exactly when some NUMA node has n free GPUs and the device
+    manager's pick of n there holds no shared GPU, with or without a plugin preferring other devices."""
+    from toposched.kubelet import DeviceManager
+
+    ids = [f"gpu{i}" for i in range(8)]
+    devices = {"nvidia.com/gpu": [(d, frozenset({i // 4})) for i, d in enumerate(ids)]}
+    preferred = {"nvidia.com/gpu": lambda available, must, size: sorted(available, reverse=True)[:size]}
+    manager = DeviceManager([0, 1], devices, preferred=preferred if reversed_plugin else None)
+    if held:
+        pod = Pod("w", uid="w", containers=(Container("c", limits={"nvidia.com/gpu": len(held)}),))
+        manager.restore(manager.state._with({"w": {"c": {"nvidia.com/gpu": frozenset(ids[i] for i in held)}}}, {}))
+        assert manager.pod_devices(pod)["c"]["nvidia.com/gpu"] == frozenset(ids[i] for i in held)
+    shared_ids = frozenset(ids[i] for i in shared)
+    bits, most = gpu_share.aligned_picks(manager, "nvidia.com/gpu", shared_ids)
+    free = manager.available("nvidia.com/gpu")
+    want = 0
+    for numa in (0, 1):
+        for n in range(1, sum(1 for d in ids[4 * numa:4 * numa + 4] if d in free) + 1):
+            if not shared_ids & set(manager.pick("nvidia.com/gpu", n, (numa,))):
+                want |= 1 << n
+    assert (bits, most) == (want, 4)

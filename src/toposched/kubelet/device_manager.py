@@ -866,6 +866,11 @@ class DeviceManager:
             raise InputError(f"expected a DeviceManagerState, got {type(state).__name__}", field="state")
         self._state = state
 
+    def has_preferred_allocation(self, resource: str) -> bool:
+        """Whether the resource's plugin answers ``GetPreferredAllocation`` (then which devices a
+        container gets may depend on how many it asks for, beyond taking them in order)."""
+        return resource in self._preferred
+
     def pick(self, resource: str, count: int, numa_nodes: Iterable[int]) -> list[str]:
         """The devices of ``resource`` a new container asking for ``count`` of them would be given
         under a Topology Manager hint naming ``numa_nodes`` (upstream ``devicesToAllocate``, the

@@ -165,11 +165,21 @@ def aligned_picks(manager: Any, resource: str, shared: frozenset[str]) -> tuple[
     table = state.devices.get(resource, {})
     healthy = state.healthy.get(resource, frozenset())
     free = manager.available(resource)
+    in_order = not manager.has_preferred_allocation(resource)
     bits = most = 0
     for numa in state.numa_nodes:
         here = [d for d, nodes in table.items() if nodes and numa in nodes]
         most = max(most, sum(1 for d in here if d in healthy))
-        for n in range(1, sum(1 for d in here if d in free) + 1):
+        count = sum(1 for d in here if d in free)
+        if not count:
+            continue
+        if in_order:  # without the plugin's preference every pick is the first ones of the whole pick
+            for n, device in enumerate(manager.pick(resource, count, (numa,)), start=1):
+                if device in shared:
+                    break
+                bits |= 1 << n
+            continue
+        for n in range(1, count + 1):
             if not shared.intersection(manager.pick(resource, n, (numa,))):
                 bits |= 1 << n
     return bits, most
@@ -695,7 +705,8 @@ def _row_gpus(known: _NodeGPUs, node: NodeRecord, manager: Any) -> RowGPUs:
         for resource in _gpu_resources(node.inventory):
             if resource in manager.resources:
                 free = manager.available(resource)
-                whole[resource] = (len(free), len(free - known.shared), *aligned_picks(manager, resource, known.shared))
+                picks = aligned_picks(manager, resource, known.shared) if node.policy in _ONE_NODE_POLICIES else (0, 0)
+                whole[resource] = (len(free), len(free - known.shared), *picks)
     return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                    gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
                    known.free if gpus.devices else (), whole)
