@@ -11,16 +11,13 @@ TopologyAffinityError, and the batch filter, its few-rows form and the exact per
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.numa_verdicts import numa_verdicts
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
-from toposched.scheduler.framework import CycleState, registry
 from toposched.scheduler.nodes import NodeSpec
-from toposched.scheduler.profile_setup import load_profile
-from toposched.scheduler.scheduler import Scheduler
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod
 
@@ -50,19 +47,6 @@ def _guaranteed(name: str, cpus: int, memory: int, *, init: tuple[int, int] | No
                init_containers=inits)
 
 
-def _verdicts(cluster: Cluster, pod: Pod) -> tuple[bool, bool, bool]:
-    """(batch filter, few-rows filter, exact per-node filter) for the node."""
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    table = scheduler.table
-    table.refresh()
-    plugin = registry.create("NUMAAlignment")
-    rows = np.array([table.index["n"]])
-    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, rows)
-    few = plugin.filter_few(CycleState(cluster=cluster), pod, table, rows.tolist())
-    exact = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"])
-    return bool(batch[0]), few[0] is None, exact.is_success
-
-
 def test_an_app_container_that_fits_only_another_zone_than_the_init_container_is_refused() -> None:
     cluster = _cluster()
     cluster.add_bound_pod(_guaranteed("a", 2, 20 * GI), "n", now=0.0)  # NUMA 0: 5 CPUs, ~9 GiB left
@@ -70,20 +54,20 @@ def test_an_app_container_that_fits_only_another_zone_than_the_init_container_is
     assert zones[0]["cpu"] == 5000 and zones[0]["memory"] < 12 * GI < zones[1]["memory"]
     # The init container fits NUMA 0 (the lowest zone), the app container's 12 GiB only NUMA 1:
     # its CPU hints hold NUMA 0 only, its memory hints NUMA 1 only.
-    assert _verdicts(cluster, _guaranteed("p", 2, 12 * GI, init=(1, GI))) == (False, False, False)
+    assert numa_verdicts(cluster, _guaranteed("p", 2, 12 * GI, init=(1, GI))) == (False, False, False)
     # Without the init container, or with an app container that fits NUMA 0 too, it is admitted.
-    assert _verdicts(cluster, _guaranteed("q", 2, 12 * GI)) == (True, True, True)
-    assert _verdicts(cluster, _guaranteed("r", 2, 4 * GI, init=(1, GI))) == (True, True, True)
+    assert numa_verdicts(cluster, _guaranteed("q", 2, 12 * GI)) == (True, True, True)
+    assert numa_verdicts(cluster, _guaranteed("r", 2, 4 * GI, init=(1, GI))) == (True, True, True)
 
 
 def test_the_app_container_may_use_what_the_init_container_holds() -> None:
     cluster = _cluster()
     cluster.add_bound_pod(_guaranteed("a", 4, 20 * GI), "n", now=0.0)  # NUMA 0: 3 CPUs left
     # The init container takes 2 of NUMA 0's 3 free CPUs; the app container reuses them: 3 in all.
-    assert _verdicts(cluster, _guaranteed("p", 3, GI, init=(2, GI))) == (True, True, True)
+    assert numa_verdicts(cluster, _guaranteed("p", 3, GI, init=(2, GI))) == (True, True, True)
     # 4 CPUs do not fit NUMA 0, where the init container goes, though NUMA 1 would hold both.
-    assert _verdicts(cluster, _guaranteed("q", 4, GI, init=(2, GI))) == (False, False, False)
-    assert _verdicts(cluster, _guaranteed("s", 4, GI, init=(4, GI))) == (True, True, True)  # NUMA 1 for both
+    assert numa_verdicts(cluster, _guaranteed("q", 4, GI, init=(2, GI))) == (False, False, False)
+    assert numa_verdicts(cluster, _guaranteed("s", 4, GI, init=(4, GI))) == (True, True, True)  # NUMA 1 for both
 
 
 @pytest.mark.parametrize("memory_manager", ["Static", "None"])
@@ -91,7 +75,7 @@ def test_the_init_containers_zone_bounds_the_app_containers_cpus(memory_manager:
     cluster = _cluster(memory_manager)
     cluster.add_bound_pod(_guaranteed("a", 4, GI), "n", now=0.0)  # NUMA 0: 3 CPUs left, NUMA 1: 8
     # The app container's 5 CPUs fit NUMA 1 only, but the init container's CPU is on NUMA 0.
-    assert _verdicts(cluster, _guaranteed("p", 5, GI, init=(1, GI))) == (False, False, False)
+    assert numa_verdicts(cluster, _guaranteed("p", 5, GI, init=(1, GI))) == (False, False, False)
 
 
 @pytest.mark.parametrize(("scope", "policy", "sidecar"), [("pod", "single-numa-node", False),
@@ -102,7 +86,7 @@ def test_no_such_constraint_at_pod_scope_for_sidecars_or_without_single_numa_nod
     cluster = _cluster(scope=scope, policy=policy)
     cluster.add_bound_pod(_guaranteed("a", 4, GI), "n", now=0.0)
     pod = _guaranteed("p", 5, GI, init=(1, GI), sidecar=sidecar)
-    batch, few, exact = _verdicts(cluster, pod)
+    batch, few, exact = numa_verdicts(cluster, pod)
     assert batch == few and (exact <= batch)  # the vector forms stay a necessary condition
     if not sidecar:
         assert exact  # pod scope: one hint for the pod; best-effort: not enforced
@@ -117,10 +101,10 @@ def test_later_containers_stay_in_the_init_containers_zone_while_its_cpus_are_re
     cluster = _cluster()
     # The init container's 6 CPUs go to NUMA 0 (7 allocatable). c0 takes 2 there; 4 or more of the
     # init container's CPUs are still reusable, so c1 must fit NUMA 0 as well: 5 CPUs are left there.
-    assert _verdicts(cluster, _chain("p", 6, (2, 6))) == (False, False, False)
-    assert _verdicts(cluster, _chain("q", 6, (2, 5))) == (True, True, True)
+    assert numa_verdicts(cluster, _chain("p", 6, (2, 6))) == (False, False, False)
+    assert numa_verdicts(cluster, _chain("q", 6, (2, 5))) == (True, True, True)
     # Once the containers before it took the init container's 6 CPUs, a container may go elsewhere.
-    assert _verdicts(cluster, _chain("r", 6, (6, 1))) == (True, True, True)
+    assert numa_verdicts(cluster, _chain("r", 6, (6, 1))) == (True, True, True)
 
 
 def test_the_reuse_checks_follow_the_init_containers_cpus() -> None:

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.numa_verdicts import numa_verdicts
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
-from toposched.scheduler.framework import CycleState, registry
 from toposched.scheduler.nodes import NodeSpec
-from toposched.scheduler.profile_setup import load_profile
-from toposched.scheduler.scheduler import Scheduler
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod
 
@@ -44,19 +41,6 @@ def _pod(name: str, cpus: int) -> Pod:
     return Pod(name, uid=name, containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
 
 
-def _verdicts(cluster: Cluster, pod: Pod) -> tuple[bool, bool, bool]:
-    """(batch filter, few-rows filter, exact per-node filter) for the node."""
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    table = scheduler.table
-    table.refresh()
-    plugin = registry.create("NUMAAlignment")
-    rows = np.array([table.index["n"]])
-    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, rows)
-    few = plugin.filter_few(CycleState(cluster=cluster), pod, table, rows.tolist())
-    exact = plugin.filter(CycleState(cluster=cluster), pod, cluster.nodes["n"])
-    return bool(batch[0]), few[0] is None, exact.is_success
-
-
 @pytest.mark.parametrize("scope", ["pod", "container"])
 def test_free_cpus_split_over_two_numa_nodes_refuse_a_request_one_node_could_hold(scope: str) -> None:
     cluster = _cluster(scope)
@@ -65,17 +49,17 @@ def test_free_cpus_split_over_two_numa_nodes_refuse_a_request_one_node_could_hol
     zones = cluster.zone_available("n")
     assert (zones[0]["cpu"], zones[1]["cpu"]) == (1000, 2000)
     # 3 CPUs are free in all, but a NUMA node has 8: only one-node hints are preferred, and none fits.
-    assert _verdicts(cluster, _pod("c", 3)) == (False, False, False)
-    assert _verdicts(cluster, _pod("d", 2)) == (True, True, True)
+    assert numa_verdicts(cluster, _pod("c", 3)) == (False, False, False)
+    assert numa_verdicts(cluster, _pod("d", 2)) == (True, True, True)
 
 
 @pytest.mark.parametrize("scope", ["pod", "container"])
 def test_a_request_wider_than_any_numa_node_may_spread(scope: str) -> None:
     cluster = _cluster(scope)
     # 10 CPUs: no NUMA node has that many, so the two-node set is the preferred hint.
-    assert _verdicts(cluster, _pod("wide", 10)) == (True, True, True)
+    assert numa_verdicts(cluster, _pod("wide", 10)) == (True, True, True)
     cluster.add_bound_pod(_pod("a", 6), "n", now=0.0)
-    assert _verdicts(cluster, _pod("too-wide", 10)) == (False, False, False)  # 9 CPUs left in all
+    assert numa_verdicts(cluster, _pod("too-wide", 10)) == (False, False, False)  # 9 CPUs left in all
 
 
 def _gpu_cluster() -> Cluster:
@@ -99,6 +83,6 @@ def test_a_request_mixing_one_node_and_two_node_resources_is_never_admitted() ->
     # 8 GPUs need both NUMA nodes; 8 CPUs fit one. Upstream marks a merged hint preferred only
     # when every provider's hint is the same NUMA set, so even the empty node refuses the pod.
     cluster = _gpu_cluster()
-    assert _verdicts(cluster, _gpu_pod("mixed", 8, 8)) == (False, False, False)
+    assert numa_verdicts(cluster, _gpu_pod("mixed", 8, 8)) == (False, False, False)
     # Both fit one NUMA node: admitted there.
-    assert _verdicts(cluster, _gpu_pod("narrow", 8, 4)) == (True, True, True)
+    assert numa_verdicts(cluster, _gpu_pod("narrow", 8, 4)) == (True, True, True)
