@@ -85,13 +85,28 @@ def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_
     # some for 2 MiB hugepages, which some machines lack and others hold per NUMA node). Either
     # way a NUMA node elsewhere may have no whole free core left, where the rule for every NUMA node
     # would not apply.
+    _hold_where_the_numa_choice_is_known(seed, policy, memory, {})
+
+
+@pytest.mark.parametrize("memory", ["None", "Static"])
+@pytest.mark.parametrize("policy", ["best-effort", "restricted", "single-numa-node"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_kubelet_distributing_over_the_one_numa_node_it_is_named_packs_it(seed: int, policy: str, memory: str) -> None:
+    # With distribute-cpus-across-numa, a hint naming one NUMA node leaves the CPU manager that node to
+    # spread over: it takes the CPUs there packed, whole cores first, as a packing kubelet does.
+    _hold_where_the_numa_choice_is_known(seed, policy, memory, {"distribute-cpus-across-numa": "true"})
+
+
+def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, options: dict[str, str]) -> None:
+    """The rule's forms for a Topology Manager policy whose NUMA choice is known (see the test above),
+    held against the replica on a filled cluster of kubelets with CPU manager ``options``."""
     static = STATIC_MEMORY if memory == "Static" else {}
-    scheduler = _filled_cluster(seed, 200, lambda rnd: policy, {}, static)
+    scheduler = _filled_cluster(seed, 200, lambda rnd: policy, options, static)
     cluster = scheduler.cluster
     # And an empty node with one thread of every core of NUMA node 0 reserved (of every core, under
     # none): the kubelet gives one thread per core from it, and the rule must not refuse the node.
     machine = _bench("realistic").wide_machine(*_bench("realistic").WIDE_SHAPES[0])
-    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
+    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static", cpu_manager_options=options,
                            reserved_system_cpus=_second_threads(machine, None if policy == "none" else 0),
                            kube_reserved={"memory": GI}, **static)
     cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)

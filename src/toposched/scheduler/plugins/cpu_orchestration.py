@@ -653,6 +653,7 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
 
 
 _HINTED = ("best-effort", "restricted", "single-numa-node")
+_PACKED_SPLIT_FROM = 2  # from two CPUs, packing takes two threads of one core where a whole one is free
 
 
 def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts: _NodeFacts
@@ -664,7 +665,12 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     memory manager). None where :func:`_lowest_fit` does not apply.
 
     It applies to packing kubelets (:func:`_kubelet_splits_no_core`) whose Topology Manager policy
-    is best-effort, restricted or single-numa-node, for a pod without extended resources. Without a
+    is best-effort, restricted or single-numa-node, for a pod without extended resources, and to
+    kubelets spreading over NUMA nodes (``distribute-cpus-across-numa``, without
+    ``full-pcpus-only`` or ``align-by-socket``) with those policies: handed the CPUs of one NUMA
+    node, upstream ``takeByTopologyNUMADistributed`` has one node to spread over (its fewest and
+    most NUMA nodes worth trying are both 1, or the fewest exceeds the most) and takes them with
+    ``takeByTopologyNUMAPacked`` there, as a packing kubelet does. Without a
     Static memory manager the CPU manager is then the only provider with hints. Its hints (upstream
     ``generateCPUTopologyHints``) are the NUMA sets with enough free CPUs, preferred when as narrow
     as the narrowest set whose CPUs could hold the count (or, with ``align-by-socket``, within as
@@ -684,7 +690,7 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     if not (facts.lowest_fit or facts.memory_fit) or request.devices:
         return None
     name, count, _ = request.containers[0]
-    if count < facts.whole_core_from:
+    if count < _PACKED_SPLIT_FROM:
         return None
     hinted = request.peak if facts.scope == "pod" else count
     if hinted > _BYTE:  # free counts are kept up to 255 a NUMA node
@@ -1045,15 +1051,17 @@ class CPUOrchestration:
         except InputError as err:
             node_policy, error = None, str(err)
         options = model.cpu.options if model.cpu is not None else None
-        whole_core_from, packs = 0, False
+        whole_core_from, packs, spreads = 0, False, False
         if options is not None and per_core >= 2 and not options.distribute_cpus_across_cores:
             if not options.distribute_cpus_across_numa:
                 whole_core_from, packs = 2, True
             elif not options.full_pcpus_only and not options.align_by_socket:
                 # Spread over at most every NUMA node, each share is at least a core's threads.
-                whole_core_from = per_core * len(model.machine.numa_nodes)
+                whole_core_from, spreads = per_core * len(model.machine.numa_nodes), True
         tm_policy = model.config.topology_manager_policy
-        hinted = packs and tm_policy in _HINTED
+        # A hint naming one NUMA node leaves a spreading CPU manager that one node to take from, which
+        # it then packs (see _kubelet_names_a_split_numa_node).
+        hinted = (packs or spreads) and tm_policy in _HINTED
         return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
                           tm_policy == "none", hinted and model.memory is None, hinted and model.memory is not None)
 
