@@ -89,17 +89,36 @@ def test_a_kubelet_whose_numa_choice_is_known_splits_a_core_wherever_the_filter_
 
 
 @pytest.mark.parametrize("memory", ["None", "Static"])
-@pytest.mark.parametrize("policy", ["best-effort", "restricted", "single-numa-node"])
+@pytest.mark.parametrize("policy", ["none", "best-effort", "restricted", "single-numa-node"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_a_kubelet_distributing_over_the_one_numa_node_it_is_named_packs_it(seed: int, policy: str, memory: str) -> None:
+def test_a_kubelet_distributing_over_numa_nodes_packs_the_one_it_takes_from(seed: int, policy: str, memory: str) -> None:
     # With distribute-cpus-across-numa, a hint naming one NUMA node leaves the CPU manager that node to
-    # spread over: it takes the CPUs there packed, whole cores first, as a packing kubelet does.
-    _hold_where_the_numa_choice_is_known(seed, policy, memory, {"distribute-cpus-across-numa": "true"})
+    # spread over: it takes the CPUs there packed, whole cores first, as a packing kubelet does. Without
+    # a hint (policy none) it takes a count one NUMA node could hold from one NUMA node with that many
+    # free when there is one: below the rule's form for every NUMA node (a core's threads on each).
+    if policy == "none":
+        def novel(cluster: Cluster, refused_on: list[tuple[str, int, int]]) -> bool:
+            return any(cpus < 2 * len(cluster.nodes[name].model.machine.numa_nodes) for name, cpus, _ in refused_on)
+    else:
+        novel = _some_numa_node_without_a_whole_core
+    _hold_where_the_numa_choice_is_known(seed, policy, memory, {"distribute-cpus-across-numa": "true"}, novel)
 
 
-def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, options: dict[str, str]) -> None:
+def _some_numa_node_without_a_whole_core(cluster: Cluster, refused_on: list[tuple[str, int, int]]) -> bool:
+    """Whether some refused node has a NUMA node without a whole free core (the rule for every NUMA node
+    would have let it through, to be refused after admission)."""
+    plugin = registry.create("CPUOrchestration")
+    counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
+              for name, _, _ in refused_on]
+    return any(c[4] == 0 for c in counts)
+
+
+def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, options: dict[str, str],
+                                         novel: Callable[[Cluster, list[tuple[str, int, int]]], bool]
+                                         = _some_numa_node_without_a_whole_core) -> None:
     """The rule's forms for a Topology Manager policy whose NUMA choice is known (see the test above),
-    held against the replica on a filled cluster of kubelets with CPU manager ``options``."""
+    held against the replica on a filled cluster of kubelets with CPU manager ``options``; ``novel``
+    says whether some refusal (node, CPUs, memory) is one an older form of the rule would not make."""
     static = STATIC_MEMORY if memory == "Static" else {}
     scheduler = _filled_cluster(seed, 200, lambda rnd: policy, options, static)
     cluster = scheduler.cluster
@@ -121,12 +140,7 @@ def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, op
     # Its NUMA node 0 has 12 free CPUs, one per core, and over 90 GiB free: pods that fit there get one
     # thread per core.
     assert not [cpus for name, cpus, _ in refused_on if name == "halved" and cpus <= 12]
-    # Where the rule is new: some NUMA node of the refused node has no whole free core (the rule for
-    # every NUMA node would have let the node through, to be refused after admission).
-    plugin = registry.create("CPUOrchestration")
-    counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
-              for name, _, _ in refused_on]
-    assert any(c[4] == 0 for c in counts), "every refused node had a whole free core on each NUMA node"
+    assert novel(cluster, refused_on), "no refusal the rule's older forms would not make"
 
 
 def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str], options: dict[str, str],

@@ -584,6 +584,7 @@ def _allocatable_mask(node: NodeRecord) -> int:
 _CPU_COUNTS = 8  # the width of _bind_counts_of's answer
 _FREE_PER_NUMA = (5, 6)  # its columns holding each NUMA node's free CPUs, one byte each (see _bind_counts_of)
 _WHOLE_NUMA = 7  # its column holding the NUMA nodes with a whole free core, as a bitmask
+_FEWEST_WHOLE = 4  # its column holding the whole-core CPUs of the NUMA node with the fewest
 _BYTE = 255
 _COUNTED_NUMA = 16  # NUMA nodes the per-NUMA columns cover (the first ones)
 # After the CPU counts, a Static memory manager's state (see _memory_counts): per resource of
@@ -657,12 +658,13 @@ _PACKED_SPLIT_FROM = 2  # from two CPUs, packing takes two threads of one core w
 
 
 def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts: _NodeFacts
-                                     ) -> tuple[str, int, tuple[int, ...] | None] | None:
+                                     ) -> tuple[str, int, tuple[int, ...] | None, bool] | None:
     """Why the node's kubelet will give the pod's first container two threads of one core when the
     lowest NUMA node with enough free CPUs for the hint (and, with a Static memory manager, enough
     free memory) has a whole free core; that count (the CPUs the hint is asked for: the pod's peak at
     pod scope, else the container's); and the memory the hint is asked for (None without a Static
-    memory manager). None where :func:`_lowest_fit` does not apply.
+    memory manager), and whether any NUMA node with enough free CPUs will do, each NUMA node then
+    needing a whole free core (:func:`_lowest_fit`'s ``every``). None where it does not apply.
 
     It applies to packing kubelets (:func:`_kubelet_splits_no_core`) whose Topology Manager policy
     is best-effort, restricted or single-numa-node, for a pod without extended resources, and to
@@ -684,12 +686,24 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     multi-NUMA groups whose free memory and hugepages cover the request
     (:meth:`~toposched.kubelet.memory_manager.StaticMemoryPolicy.one_node_memory`); merged with
     the CPU manager's, the narrowest preferred hint is the lowest NUMA node both offer.
+
+    A kubelet spreading over NUMA nodes under the policy none gets no hint and hands every free CPU
+    to ``takeByTopologyNUMADistributed``. For a count up to the CPUs a NUMA node averages (so the
+    fewest NUMA nodes worth trying is 1), a NUMA node with that many free CPUs is a combination it
+    accepts, of which it takes the best balanced and packs the count there; which one is not known
+    here, so every NUMA node must have a whole free core.
     """
     if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not request.containers:
         return None
+    name, count, _ = request.containers[0]
+    if facts.spread_one_upto:
+        if not _PACKED_SPLIT_FROM <= count <= min(facts.spread_one_upto, _BYTE):
+            return None
+        return (f"the kubelet's CPU manager would give container {name} whole cores (its Topology Manager names no "
+                f"NUMA node, and it takes {count} CPUs from one NUMA node that has them free when one has, whole cores "
+                f"first, and every NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}"), count, None, True
     if not (facts.lowest_fit or facts.memory_fit) or request.devices:
         return None
-    name, count, _ = request.containers[0]
     if count < _PACKED_SPLIT_FROM:
         return None
     hinted = request.peak if facts.scope == "pod" else count
@@ -703,14 +717,14 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     where = f"{hinted} free CPUs" if memory is None else f"{hinted} free CPUs and the memory asked for"
     return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, from the "
             f"lowest NUMA node with {where}, which its Topology Manager names, and that NUMA node has a "
-            f"free one), which break the required {SPREAD_BY_PCPUS}"), hinted, memory
+            f"free one), which break the required {SPREAD_BY_PCPUS}"), hinted, memory, False
 
 
-def _lowest_fit(counts: np.ndarray, hinted: int, memory: tuple[int, ...] | None = None) -> np.ndarray:
+def _lowest_fit(counts: np.ndarray, hinted: int, memory: tuple[int, ...] | None = None, every: bool = False) -> np.ndarray:
     """Per row of :func:`_bind_counts_of` answers (rows x its width; with ``memory``, followed by
     :func:`_memory_counts`'): some NUMA node has ``hinted`` free CPUs (and, with ``memory``, is
     outside any multi-NUMA group with that many bytes free of each of _MEMORY_RESOURCES), and the
-    lowest such one has a whole free core."""
+    lowest such one has a whole free core (with ``every``: every NUMA node has one)."""
     # Little-endian whatever the machine: byte k of a column is NUMA node k (of the column's eight).
     free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1], dtype="<i8").view(np.uint8)
     fits = free >= hinted
@@ -720,6 +734,8 @@ def _lowest_fit(counts: np.ndarray, hinted: int, memory: tuple[int, ...] | None 
                 start = _CPU_COUNTS + k * _COUNTED_NUMA
                 fits &= counts[:, start:start + _COUNTED_NUMA] >= amount
         fits &= (counts[:, _GROUPED, None] >> np.arange(_COUNTED_NUMA)) & 1 == 0
+    if every:
+        return fits.any(axis=1) & (counts[:, _FEWEST_WHOLE] > 0)
     first = fits.argmax(axis=1)
     return fits.any(axis=1) & ((counts[:, _WHOLE_NUMA] >> first) & 1 == 1)
 
@@ -763,7 +779,7 @@ def _whole_core_column(facts: _NodeFacts) -> int:
     """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
     reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
     else on the NUMA node with the fewest (4)."""
-    return 0 if facts.kubelet_packs and facts.unhinted else 4
+    return 0 if facts.kubelet_packs and facts.unhinted else _FEWEST_WHOLE
 
 
 def _core_masks(machine: Machine) -> list[int]:
@@ -931,6 +947,9 @@ class _NodeFacts:
     lowest_fit: bool = False
     # As lowest_fit, but among the NUMA nodes whose free memory the Static memory manager offers too.
     memory_fit: bool = False
+    # A kubelet spreading over NUMA nodes without a hint tries one NUMA node first up to this many CPUs
+    # (0: not such a kubelet; see _kubelet_names_a_split_numa_node).
+    spread_one_upto: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -1062,8 +1081,13 @@ class CPUOrchestration:
         # A hint naming one NUMA node leaves a spreading CPU manager that one node to take from, which
         # it then packs (see _kubelet_names_a_split_numa_node).
         hinted = (packs or spreads) and tm_policy in _HINTED
+        spread_one_upto = 0
+        if spreads and tm_policy == "none":  # upstream rangeNUMANodesNeededToSatisfy's fewest is 1 up to this many
+            topo = model.cpu.topology  # type: ignore[union-attr]
+            spread_one_upto = (topo.num_cpus - 1) // max(topo.num_numa, 1) + 1
         return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
-                          tm_policy == "none", hinted and model.memory is None, hinted and model.memory is not None)
+                          tm_policy == "none", hinted and model.memory is None, hinted and model.memory is not None,
+                          spread_one_upto)
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
