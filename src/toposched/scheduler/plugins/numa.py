@@ -112,7 +112,7 @@ def _reuse_checks(pod: Pod, every: list[dict[str, int]], names: list[str]) -> li
     inits = {id(c) for c in pod.init_containers if not c.is_sidecar}  # regular init containers
     if not every or id(pod.all_containers[0]) not in inits or "cpu" not in every[0] or any(_is_device(k) for k in every[0]):
         return []
-    reusable, row, used = every[0]["cpu"], 1, [0] * len(names)
+    reusable, cpu, row, used = every[0]["cpu"], names.index("cpu"), 1, [0] * len(names)
     checks = []
     for container, request in zip(pod.all_containers[1:], every[1:]):
         if not request:
@@ -122,7 +122,7 @@ def _reuse_checks(pod: Pod, every: list[dict[str, int]], names: list[str]) -> li
             break
         if "cpu" not in request:
             continue
-        if request["cpu"] > 0 and sum(used[j] for j, n in enumerate(names) if n == "cpu") >= reusable:
+        if used[cpu] >= reusable:
             break
         checks.append((row, list(used)))
         used = [u + request.get(n, 0) for u, n in zip(used, names)]
