@@ -173,7 +173,7 @@ def aligned_picks(manager: Any, resource: str, shared: frozenset[str]) -> tuple[
         count = sum(1 for d in here if d in free)
         if not count:
             continue
-        if in_order:  # without the plugin's preference every pick is the first ones of the whole pick
+        if in_order:  # without a plugin preference, the pick of n is the start of the pick of them all
             for n, device in enumerate(manager.pick(resource, count, (numa,)), start=1):
                 if device in shared:
                     break
