@@ -44,7 +44,7 @@ from toposched.devices.share import (
     pod_gpu_request,
 )
 from toposched.errors import InputError
-from toposched.kubelet import KubeletNode
+from toposched.kubelet import DeviceManager, KubeletNode
 from toposched.names import GPU_MODEL_LABEL, KOORDINATOR_GPU
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
@@ -69,6 +69,7 @@ _TASKS: StateKey[dict[int, Any]] = StateKey("tasks", "GPUShare")
 _CHOICE: StateKey[tuple[str, Any]] = StateKey("choice", "GPUShare")
 _ONE_HOLDER: StateKey[bool] = StateKey("one holder", "GPUShare")
 _ONE_NODE_POLICIES = frozenset({"restricted", "single-numa-node"})  # the kubelet then aligns devices to one NUMA node
+_ONE_NODE_CODES = sorted(POLICY_CODES[p] for p in _ONE_NODE_POLICIES)  # the same, as the table's policy column holds them
 
 
 _SHARE_PREFIX = KOORDINATOR_GPU
@@ -149,7 +150,7 @@ def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice]
     return used
 
 
-def aligned_picks(manager: Any, resource: str, shared: frozenset[str]) -> tuple[int, int]:
+def aligned_picks(manager: DeviceManager, resource: str, shared: frozenset[str]) -> tuple[int, int]:
     """What a kubelet's device manager hands out of ``resource`` under a hint naming one NUMA node.
 
     First: bit ``n`` is set when some NUMA node has ``n`` free devices of the resource and the
@@ -462,7 +463,7 @@ class GPUShare:
             one_node = None
             if self._one_holder(state, pod):
                 policy = table.pick(table.view("policy"), rows)
-                one_node = (policy == POLICY_CODES["restricted"]) | (policy == POLICY_CODES["single-numa-node"])
+                one_node = np.isin(policy, _ONE_NODE_CODES)
             for resource, count in whole:
                 if resource not in gpus.whole:
                     continue  # no node serves it as GPUs
