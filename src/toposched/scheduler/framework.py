@@ -5,6 +5,9 @@ extension points below; the runner (:mod:`toposched.scheduler.runner`) sorts a p
 by the Protocols they satisfy once, when it is built (no lookup per cycle).
 
 * :class:`PreFilter` ``pre_filter(state, pod) -> Status`` — once per cycle; may write its keys.
+  Skip (:meth:`~toposched.scheduler.status.Status.skip`) says the plugin's Filter has nothing to
+  check for this pod: the runner records it under :data:`SKIPPED_FILTERS` and no form of that
+  Filter runs this cycle (upstream's ``SkipFilterPlugins``).
 * :class:`Filter` ``filter_all(state, pod, table, rows) -> (ok: bool[rows], reason)`` — the batch
   form over rows of the :class:`~toposched.scheduler.table.NodeTable`; ``reason`` is one string
   for every refused row, one per row, or :class:`RowReasons`. Each reason is a plain ``str``
@@ -70,6 +73,7 @@ __all__ = [
     "CLUSTER",
     "MAX_NODE_SCORE",
     "PLACEMENT_OVERRIDE",
+    "SKIPPED_FILTERS",
     "Attach",
     "Bind",
     "Clock",
@@ -150,6 +154,8 @@ class CycleState(dict):
 # replica's, and the runner applies it to the ledger before the Reserve plugins run.
 CLUSTER: StateKey[Cluster] = StateKey("cluster", "framework")
 PLACEMENT_OVERRIDE: StateKey[Placement] = StateKey("placement-override", "framework")
+# The names of the plugins whose PreFilter returned Skip this cycle: their Filter does not run.
+SKIPPED_FILTERS: StateKey[frozenset[str]] = StateKey("skipped-filters", "framework")
 
 
 # ---- extension points --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import (
     CLUSTER,
     PLACEMENT_OVERRIDE,
+    SKIPPED_FILTERS,
     Attach,
     Bind,
     Clock,
@@ -49,7 +50,7 @@ from toposched.scheduler.framework import (
     Score,
     implements,
 )
-from toposched.scheduler.status import Status, code_of, reason_of
+from toposched.scheduler.status import Code, Status, code_of, reason_of
 from toposched.scheduler.table import NodeTable
 from toposched.workload import Pod
 
@@ -72,6 +73,7 @@ class Runner:
         self.cache_size = cache_size
         self.pre_filters = [p for p in profile.pre_filters if implements(p, PreFilter)]
         self.filters = list(profile.filters)
+        self._every_filter = list(range(len(self.filters)))
         self.scores = list(profile.scores)
         self.pre_scores = [p for p in profile.pre_scores if implements(p, PreScore)]
         self.post_filters = [p for p in profile.post_filters if implements(p, PostFilter)]
@@ -128,20 +130,26 @@ class Runner:
 
     def pre_filter(self, pod: Pod, key: tuple | None = None) -> tuple[CycleState, Status]:
         """PreFilter: the cycle state, and Success or the first refusal (a malformed annotation is
-        UnschedulableAndUnresolvable naming it). With a pod-shape ``key`` a successful result is
-        kept and reused for pods of that shape."""
+        UnschedulableAndUnresolvable naming it). The plugins that returned Skip are named under
+        :data:`~toposched.scheduler.framework.SKIPPED_FILTERS`: their Filter does not run this
+        cycle. With a pod-shape ``key`` a successful result is kept and reused for pods of that shape."""
         state = self.new_state()
         known = self._pre_filtered.get(key) if key is not None else None
         if known is not None:
             state.update(known)
             return state, Status.success()
+        skipped = []
         for plugin in self.pre_filters:
             try:
                 status = plugin.pre_filter(state, pod)
             except InputError as err:
                 return state, Status.unresolvable(str(err), plugin=plugin.name)
-            if not status.is_success:
+            if status.code == Code.SKIP:
+                skipped.append(plugin.name)
+            elif not status.is_success:
                 return state, status.with_plugin(plugin.name)
+        if skipped:
+            state[SKIPPED_FILTERS] = frozenset(skipped)
         if key is not None:
             self._pre_filtered[key] = {k: v for k, v in state.items() if k is not CLUSTER}
             if len(self._pre_filtered) > self.cache_size:
@@ -150,15 +158,24 @@ class Runner:
 
     # ---- filters and scores ------------------------------------------------------------------------
 
+    def active_filters(self, state: CycleState) -> list[int]:
+        """The positions in ``filters`` of the filters that run this cycle: all but those whose
+        PreFilter returned Skip."""
+        skipped = state.get(SKIPPED_FILTERS)
+        if not skipped:
+            return self._every_filter
+        return [i for i in self._every_filter if self.filters[i].name not in skipped]
+
     def filter_node(self, state: CycleState, pod: Pod, node: NodeRecord) -> tuple[Status, str]:
-        """Every filter on one node, in order: Success, or the first refusal with its code and the
-        name of the plugin that gave it."""
-        for plugin in self.filters:
+        """Every filter that runs this cycle on one node, in order: Success, or the first refusal
+        with its code and the name of the plugin that gave it."""
+        for index in self.active_filters(state):
+            plugin = self.filters[index]
             if implements(plugin, NodeFilter):
                 verdict = plugin.filter(state, pod, node)
             else:
                 row = self.table.index[node.name]
-                reason = self.filters_few[self.filters.index(plugin)](state, pod, [row])[0]
+                reason = self.filters_few[index](state, pod, [row])[0]
                 verdict = Status.success() if reason is None else Status(code_of(reason), (str(reason),), plugin.name)
             if not verdict.is_success:
                 return verdict, plugin.name

@@ -266,7 +266,7 @@ class Scheduler:
             at = rows[pending]
         else:
             at = rows  # the rows themselves (all_rows() stays itself), regathered only when a filter refuses some
-        for index in range(len(self.runner.filters)):
+        for index in self.runner.active_filters(state):
             if not len(pending):
                 break
             key = self.runner.filter_key(index, state, pod)
@@ -349,10 +349,10 @@ class Scheduler:
             else:
                 verdict[i] = self._reason_index(_GONE)
         feasible = [rows[i] for i in pending]
-        for judge in self.runner.filters_few:
+        for index in self.runner.active_filters(state):
             if not pending:
                 break
-            reasons = judge(state, pod, feasible)
+            reasons = self.runner.filters_few[index](state, pod, feasible)
             if reasons.count(None) == len(reasons):
                 continue
             kept = []

@@ -93,8 +93,11 @@ class DeviceLocality:
         self._choices: dict[tuple, DeviceChoice] = {}
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        """Read the pod's device request and device scope once."""
-        self._request(state, pod)
+        """Read the pod's device request and device scope once; Skip where the filter has nothing
+        to check (no devices, or no required scope)."""
+        request, scope = self._request(state, pod)
+        if not request or scope is None or not scope.required:
+            return Status.skip(self.name)
         return Status.success()
 
     def _request(self, state: CycleState, pod: Pod) -> tuple[dict[str, int], DeviceScope | None]:

@@ -346,11 +346,14 @@ class GPUShare:
     # ---- the request ---------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status:
-        """Read the pod's GPU share request; malformed or inconsistent shares are unresolvable."""
+        """Read the pod's GPU share request; malformed or inconsistent shares are unresolvable, and a
+        pod asking for neither shares nor whole devices is Skip (the filter passes every node)."""
         try:
-            self._request(state, pod)
+            request = self._request(state, pod)
         except InputError as err:
             return Status.unresolvable(str(err), plugin=self.name)
+        if request is None and not self._whole(state, pod):
+            return Status.skip(self.name)
         return Status.success()
 
     def _request(self, state: CycleState, pod: Pod) -> Any:
