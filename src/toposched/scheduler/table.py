@@ -57,7 +57,8 @@ class RowValues:
 
     ``alloc``/``used`` are indexed by :meth:`NodeTable.resource_column`; ``zfree`` has
     ``max_zones`` lists indexed by :meth:`NodeTable.zone_column` (all zeros in invalid slots),
-    ``zvalid`` one bool per slot; the flags are the table's columns of the same names.
+    ``zvalid``, ``zsplit`` and ``zheld`` one bool per slot (:meth:`NodeTable.zone_split`,
+    :meth:`NodeTable.zone_held`); the flags are the table's columns of the same names.
     """
 
     alloc: list[int]
@@ -65,6 +66,8 @@ class RowValues:
     zfree: list[list[int]]
     zcap: list[list[int]]
     zvalid: list[bool]
+    zsplit: list[bool]
+    zheld: list[bool]
     policy: int
     pod_scope: bool
     cpu_static: bool
@@ -97,6 +100,12 @@ class NodeTable:
         self._zcapmax = np.zeros((2, 0), dtype=np.int64)
         self._zsum = np.zeros((2, 0), dtype=np.int64)
         self._zvalid = np.zeros((max_zones, 0), dtype=bool)
+        # Per zone, the Static memory manager's groups (False on other nodes): the zone belongs to a
+        # multi-NUMA group (its one-node set is no valid memory hint), or holds a single-NUMA
+        # allocation (no multi-NUMA set may include it). See zone_split and zone_held.
+        self._zsplit = np.zeros((max_zones, 0), dtype=bool)
+        self._zheld = np.zeros((max_zones, 0), dtype=bool)
+        self._mgroups = np.zeros(0, dtype=np.int8)  # per row: 1 if some zone is split, 2 if some zone is held (or both)
         self._policy = np.zeros(0, dtype=np.int8)
         self._pod_scope = np.zeros(0, dtype=bool)
         self._cpu_static = np.zeros(0, dtype=bool)
@@ -202,7 +211,8 @@ class NodeTable:
         if values is None:
             values = self._values[row] = RowValues(
                 self._alloc[:, row].tolist(), self._used[:, row].tolist(), self._zfree[:, :, row].T.tolist(),
-                self._zcap[:, :, row].T.tolist(), self._zvalid[:, row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
+                self._zcap[:, :, row].T.tolist(), self._zvalid[:, row].tolist(), self._zsplit[:, row].tolist(),
+                self._zheld[:, row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
                 bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
                 bool(self._schedulable[row]), bool(self._live[row]))
         return values
@@ -257,6 +267,23 @@ class NodeTable:
     def zone_valid(self) -> np.ndarray:
         """Per zone slot and row (zones x rows, zone-major): whether the slot is one of the node's NUMA zones."""
         return self._view("zvalid", -1)
+
+    def zone_split(self) -> np.ndarray:
+        """Per zone slot and row (zones x rows): the zone belongs to a multi-NUMA memory group of the
+        node's Static memory manager, so no single-NUMA memory allocation may use it (upstream
+        ``calculateHints``); False on nodes without one."""
+        return self._view("zsplit", -1)
+
+    def zone_held(self) -> np.ndarray:
+        """Per zone slot and row (zones x rows): the zone holds single-NUMA allocations of the node's
+        Static memory manager, so no multi-NUMA memory allocation may include it (upstream
+        ``calculateHints``); False on nodes without one."""
+        return self._view("zheld", -1)
+
+    def memory_groups(self) -> np.ndarray:
+        """Per row: bit 0 set where some zone is in a multi-NUMA memory group (:meth:`zone_split`), bit 1
+        where some zone holds single-NUMA allocations (:meth:`zone_held`)."""
+        return self._view("mgroups", -1)
 
     def zone_max(self, resource: str) -> np.ndarray:
         """Per row: the most any one zone can still give of ``resource``."""
@@ -423,6 +450,8 @@ class NodeTable:
                 self._used[col, row] = value  # indexed after resolving: adding a column replaces the arrays
         if known is None or known[2] != zones:
             self._write_zones(row, zones, known[2] if known is not None else None)
+        self._write_memory_groups(row, model.memory.machine_state if model is not None and model.memory is not None
+                                  else None)
         self._sources[row] = (allocatable, requested, zones)
         self._schedulable[row] = not record.spec.unschedulable and not record.broken
         self._topology[row] = model is not None
@@ -500,6 +529,24 @@ class NodeTable:
                 self._zcap[self._zone_index[resource], slot, row] = value
         self._zcapmax[:, row] = self._zcap[:, :, row].max(axis=1)
 
+    def _write_memory_groups(self, row: int, state: Mapping[int, object] | None) -> None:
+        """Write the row's zones' memory groups from a Static memory manager's machine state (None:
+        no such manager), in the slots :meth:`_write_zones` gives the NUMA zones."""
+        self._zsplit[:, row] = False
+        self._zheld[:, row] = False
+        self._mgroups[row] = 0
+        if state is None:
+            return
+        for slot, numa_id in enumerate(sorted(state)[: self.max_zones]):
+            node = state[numa_id]
+            cells = node.cells or ()  # type: ignore[attr-defined]
+            if len(cells) > 1:
+                self._zsplit[slot, row] = True
+                self._mgroups[row] |= 1
+            elif node.number_of_assignments > 0:  # type: ignore[attr-defined]
+                self._zheld[slot, row] = True
+                self._mgroups[row] |= 2
+
     def _write_zones(self, row: int, zones: dict[int, dict[str, int]] | None,
                      before: dict[int, dict[str, int]] | None) -> None:
         """Write the row's zones; with the same NUMA zones as ``before`` (what the row holds), only the changed ones."""
@@ -532,8 +579,8 @@ def grown(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
-_ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_policy",
-               "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class")
+_ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_zsplit", "_zheld",
+               "_mgroups", "_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class")
 _DEAD_ROWS_KEPT = 64
 _DERIVED = frozenset(("free", "zmax", "zsum"))  # arrays computed from others at the rows that changed (_derive)
 

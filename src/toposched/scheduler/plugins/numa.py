@@ -84,6 +84,10 @@ class AlignedRequest:
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
         self.aligned_by = [_aligned_by(n) for n in names]
         self.reuse_checks = _reuse_checks(pod, every, names)
+        # Per row of ``stacked`` that asks for memory or hugepages: (row, [(name's position, amount)]).
+        memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
+        self.memory_rows = [(i, [(j, want[j]) for j in memory if want[j]]) for i, want in enumerate(self.stacked_lists)
+                            if any(want[j] for j in memory)]
 
     def _of(self, pod: Pod, container: Container) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -249,6 +253,85 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         part = positions[~pod_scope & (table.view("policy")[rows[positions]] == _SINGLE)]
         if len(part):
             ok[part] &= _reuse_holds_in_first_zone(table, rows[part], request, cpu_static[part], mem_static[part])
+
+
+def _memory_sets_per_scope(table: NodeTable, rows: np.ndarray, request: AlignedRequest, node_policy: np.ndarray,
+                           candidates: np.ndarray, ok: np.ndarray) -> None:
+    """:func:`_memory_sets_allow` into ``ok`` on the ``candidates`` rows (with topology data and a
+    Static memory manager) whose kubelet enforces restricted and whose memory groups can refuse
+    what the other checks pass (:func:`_memory_groups_matter`): the pod's request on pod-scope
+    nodes, each container's on container-scope nodes. (A kubelet enforcing single-numa-node forms
+    no multi-NUMA group, and its one-zone check already asks for a zone holding the memory.)"""
+    at = np.flatnonzero(candidates & (node_policy == _RESTRICTED))
+    if len(at):
+        at = at[_memory_groups_matter(table, rows[at], request)]
+    if not len(at):
+        return
+    pod_scope = take_rows(table.view("pod_scope"), rows[at])
+    for part, which in ((at[pod_scope], {0}), (at[~pod_scope], set(range(1, len(request.stacked_lists))))):
+        if len(part):
+            ok[part] &= _memory_sets_allow(table, rows[part], request, which)
+
+
+def _memory_groups_matter(table: NodeTable, rows: np.ndarray, request: AlignedRequest) -> np.ndarray:
+    """Per row: a zone belongs to a multi-NUMA group, or a zone holds single-NUMA allocations and some
+    memory request of the pod is larger than any zone's allocatable. Elsewhere the one-zone checks
+    already ask for what :func:`_memory_sets_allow` does (a zone holding the memory), or wide
+    requests are left to the sum over the zones."""
+    groups = take_rows(table.memory_groups(), rows)
+    matter = (groups & 1).astype(bool)
+    held = (groups & 2).astype(bool)
+    if held.any():
+        names, _ = request.stacked
+        wide = np.zeros(len(rows), dtype=bool)
+        for _, wants in request.memory_rows:
+            for j, need in wants:
+                wide |= take_rows(table.zone_capacity_max(names[j]), rows) < need
+        matter |= held & wide
+    return matter
+
+
+def _memory_groups_matter_row(values: RowValues, request: AlignedRequest, cols: list[int]) -> bool:
+    """One row of :func:`_memory_groups_matter`; ``cols`` the zone column of each of ``request.stacked``'s names."""
+    if any(values.zsplit):
+        return True
+    return any(values.zheld) and any(max(zone[cols[j]] for zone in values.zcap) < need
+                                     for _, wants in request.memory_rows for j, need in wants)
+
+
+def _memory_sets_allow(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: set[int]) -> np.ndarray:
+    """Per row: each request ``which`` of ``request.stacked`` that asks for memory or hugepages has a
+    preferred hint left in the node's Static memory manager, as far as the zones tell (upstream
+    ``calculateHints``). Its valid sets are one zone outside any multi-NUMA group, or several zones
+    of which none holds a single-NUMA allocation (or exactly an existing group); the preferred ones
+    are the narrowest valid sets whose allocatable memory could hold the request. So where one
+    zone outside any group could hold it (its capacity), one such zone must hold it now;
+    otherwise one must, or the zones holding no single-NUMA allocation together.
+
+    A kubelet enforcing restricted admits a container only with a preferred merged hint, which is
+    a preferred hint of every provider: the node refuses where the memory manager has none. On
+    those nodes this is a necessary condition (the zones before the pod bound what any of its
+    containers finds: its admission only adds allocations)."""
+    names, _ = request.stacked
+    valid = take_rows(table.zone_valid(), rows)
+    one_node = valid & ~take_rows(table.zone_split(), rows)
+    joinable = valid & ~take_rows(table.zone_held(), rows)
+    zones: dict[int, np.ndarray] = {}
+    ok = np.ones(len(rows), dtype=bool)
+    for i, wants in request.memory_rows:
+        if i not in which:
+            continue
+        single = held_by_one = one_node
+        multi = np.ones(len(rows), dtype=bool)
+        for j, need in wants:
+            zone = zones.get(j)
+            if zone is None:
+                zone = zones[j] = take_rows(table.zone_free(names[j]), rows)
+            single = single & (zone >= need)
+            held_by_one = held_by_one & (take_rows(table.zone_capacity(names[j]), rows) >= need)
+            multi &= (zone * joinable).sum(axis=0) >= need
+        ok &= single.any(axis=0) | (multi & ~held_by_one.any(axis=0))
+    return ok
 
 
 def _reuse_holds_in_first_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
@@ -423,6 +506,8 @@ class NUMAAlignment:
             # The node's kubelet enforces restricted: see _narrowest.
             _one_zone_per_scope(table, rows, np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok), request,
                                 cpu_static, mem_static, ok, restricted=True)
+        if request.memory_rows:
+            _memory_sets_per_scope(table, rows, request, node_policy, topology & mem_static & ok, ok)
         return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
                                    node_policy, intent)
 
@@ -469,6 +554,10 @@ class NUMAAlignment:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
                         ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
+            if (ok and values.topology and values.mem_static and policy == _RESTRICTED and request.memory_rows
+                    and _memory_groups_matter_row(values, request, cols)):
+                which = {0} if values.pod_scope else set(range(1, len(request.stacked_lists)))
+                ok = _memory_sets_allow_row(values, request, cols, which)
             out.append(None if ok else reason)
         return out
 
@@ -540,6 +629,23 @@ def _reuse_holds_in_first_zone_row(values: RowValues, request: AlignedRequest, p
                 if not all(zone[col] - taken[col] >= need for col, need in per_request[k] if need):
                     return False
             return True
+    return True
+
+
+def _memory_sets_allow_row(values: RowValues, request: AlignedRequest, cols: list[int], which: set[int]) -> bool:
+    """One row of :func:`_memory_sets_allow`; ``cols`` the zone column of each of ``request.stacked``'s names."""
+    zones = [(zone, capacity, not split, not held) for zone, capacity, valid, split, held
+             in zip(values.zfree, values.zcap, values.zvalid, values.zsplit, values.zheld) if valid]
+    for i, wants in request.memory_rows:
+        if i not in which:
+            continue
+        wanted = [(cols[j], need) for j, need in wants]
+        if any(one and all(zone[col] >= need for col, need in wanted) for zone, _, one, _ in zones):
+            continue
+        if any(one and all(capacity[col] >= need for col, need in wanted) for _, capacity, one, _ in zones):
+            return False
+        if not all(sum(zone[col] for zone, _, _, join in zones if join) >= need for col, need in wanted):
+            return False
     return True
 
 
