@@ -10,13 +10,21 @@ few-rows form and the replica's trial admission must all refuse the node.
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
 from tests.scheduler.numa_verdicts import numa_verdicts
+from tests.scheduler.test_decisions_identical import _bench
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
+from toposched.scheduler.framework import CycleState, registry
 from toposched.scheduler.nodes import NodeSpec
+from toposched.scheduler.plugins.numa import _memory_sets_per_scope, aligned_request
+from toposched.scheduler.profile_setup import load_profile
+from toposched.scheduler.scheduler import Scheduler
 from toposched.scheduler.table import NodeTable
 from toposched.topology import CPUSet, Machine
 from toposched.workload import Container, Pod
@@ -98,16 +106,6 @@ def test_on_filled_clusters_every_node_the_rule_refuses_the_kubelet_refuses(seed
     # (up to 60 GiB a container, more than some NUMA nodes hold: under restricted, groups form). For
     # more of its pods, every node the rule refuses (alone, as NUMAAlignment's batch form applies it),
     # the replica's trial admission refuses too, and the few-rows form agrees with the batch form.
-    import random
-
-    import numpy as np
-
-    from tests.scheduler.test_decisions_identical import _bench
-    from toposched.scheduler.framework import CycleState, registry
-    from toposched.scheduler.plugins.numa import _memory_sets_per_scope, aligned_request
-    from toposched.scheduler.profile_setup import load_profile
-    from toposched.scheduler.scheduler import Scheduler
-
     bench = _bench("realistic")
     rnd = random.Random(seed)
     cluster = Cluster()

@@ -316,21 +316,22 @@ def _memory_sets_allow(table: NodeTable, rows: np.ndarray, request: AlignedReque
     valid = take_rows(table.zone_valid(), rows)
     one_node = valid & ~take_rows(table.zone_split(), rows)
     joinable = valid & ~take_rows(table.zone_held(), rows)
-    zones: dict[int, np.ndarray] = {}
+    free: dict[int, np.ndarray] = {}
+    capacity: dict[int, np.ndarray] = {}
     ok = np.ones(len(rows), dtype=bool)
     for i, wants in request.memory_rows:
         if i not in which:
             continue
-        single = held_by_one = one_node
+        holds_now = could_hold = one_node  # zones x rows: one-node sets holding the request now, by allocatable
         multi = np.ones(len(rows), dtype=bool)
         for j, need in wants:
-            zone = zones.get(j)
-            if zone is None:
-                zone = zones[j] = take_rows(table.zone_free(names[j]), rows)
-            single = single & (zone >= need)
-            held_by_one = held_by_one & (take_rows(table.zone_capacity(names[j]), rows) >= need)
-            multi &= (zone * joinable).sum(axis=0) >= need
-        ok &= single.any(axis=0) | (multi & ~held_by_one.any(axis=0))
+            if j not in free:
+                free[j] = take_rows(table.zone_free(names[j]), rows)
+                capacity[j] = take_rows(table.zone_capacity(names[j]), rows)
+            holds_now = holds_now & (free[j] >= need)
+            could_hold = could_hold & (capacity[j] >= need)
+            multi &= (free[j] * joinable).sum(axis=0) >= need
+        ok &= holds_now.any(axis=0) | (multi & ~could_hold.any(axis=0))
     return ok
 
 
