@@ -30,6 +30,8 @@ WIRE = {
     "GPU_PRODUCTS_LABEL_PREFIX": "gpu-products.toposched.io/",
     "GPU_PRODUCT_LABEL": "nvidia.com/gpu.product",
     "HOSTNAME_LABEL": "kubernetes.io/hostname",
+    "ZONE_LABELS": ("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone"),
+    "REGION_LABELS": ("failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region"),
     "KOORDINATOR_NUMA_POLICY_LABEL": "node.koordinator.sh/numa-topology-policy",
     "KOORDINATOR_CPU_BIND_POLICY_LABEL": "node.koordinator.sh/cpu-bind-policy",
     "TOPOLOGY_MANAGER_POLICY_ATTRIBUTE": "topologyManagerPolicy",

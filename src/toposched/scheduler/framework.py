@@ -422,6 +422,10 @@ class Profile:
     pre_scores: list[Any] = field(default_factory=list)
     pre_binds: list[Any] = field(default_factory=list)
     binder: Any = None
+    # kube-scheduler's percentageOfNodesToScore (see toposched.scheduler.sampling): 100 looks at
+    # every node, 0 is upstream's adaptive share. A profile built in code looks at every node;
+    # one read from a configuration file takes the file's value (upstream's default 0 if unset).
+    percentage_of_nodes_to_score: int = 100
 
     @property
     def exact(self) -> bool:
@@ -447,6 +451,7 @@ class Profile:
         binders = config.enabled("bind")
         if binders:
             profile.binder = reg.create(binders[0], args.get(binders[0]))
+        profile.percentage_of_nodes_to_score = config.percentage_of_nodes_to_score
         return profile
 
     @classmethod

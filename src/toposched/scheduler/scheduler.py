@@ -30,6 +30,7 @@ from toposched.scheduler.framework import CycleState, Profile, RowReasons
 from toposched.scheduler.keyed import KeyedRows
 from toposched.scheduler.placement import Placement
 from toposched.scheduler.runner import Runner
+from toposched.scheduler.sampling import NodeTree, num_feasible_nodes_to_find, zone_key
 from toposched.scheduler.status import Code, Status, code_of, reason_of
 from toposched.scheduler.table import NodeTable, grown
 from toposched.workload import Pod
@@ -99,6 +100,16 @@ class Scheduler:
         # Per keyed filter and score (by position): its answer for every row, per key of the pod.
         self._keyed_filters = [KeyedRows(self.table) for _ in self.runner.filters]
         self._keyed_scores = [KeyedRows(self.table) for _ in self.runner.scores]
+        percentage = profile.percentage_of_nodes_to_score
+        if isinstance(percentage, bool) or not isinstance(percentage, int) or not 0 <= percentage <= 100:
+            raise InputError(f"{percentage!r} is not a percentage from 0 to 100", field="percentageOfNodesToScore",
+                             source=f"profile {profile.name}")
+        # Where the next search starts in the node tree's order (upstream nextStartNodeIndex); used
+        # only when the profile looks at fewer than every node (see toposched.scheduler.sampling).
+        self.next_start_node_index = 0
+        self._tree = NodeTree()
+        self._tree_stamp: int | None = None  # the table stamp the tree is current at
+        self._tree_rows: np.ndarray | None = None  # the tree's names as rows, while neither changes
 
     def schedule(self, pod: Pod, now: float) -> Decision:
         """Find a node for ``pod`` and reserve its exact placement there, or say why none fits.
@@ -113,9 +124,14 @@ class Scheduler:
         live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        verdict, _, base, raws = self._evaluate(state, pod, key)
-        # A working copy: the cached candidates change only where a node refuses (below).
-        candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
+        to_find = num_feasible_nodes_to_find(self.profile.percentage_of_nodes_to_score, live)
+        if to_find < live:
+            verdict, candidates = self._search(state, pod, to_find)
+            base = candidates
+        else:
+            verdict, _, base, raws = self._evaluate(state, pod, key)
+            # A working copy: the cached candidates change only where a node refuses (below).
+            candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
         attempts = self.max_exact_attempts if len(candidates) else 0  # an empty cluster has no row to try
         for _ in range(attempts):
@@ -147,6 +163,88 @@ class Scheduler:
         if status is None:
             status = Status.unschedulable("no node fits", plugin="Scheduler")
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
+
+    def _search(self, state: CycleState, pod: Pod, to_find: int) -> tuple[np.ndarray, np.ndarray]:
+        """kube-scheduler's search for ``to_find`` feasible nodes (``findNodesThatPassFilters``): the
+        nodes in the node tree's order from :attr:`next_start_node_index`, filtered until that many
+        pass, then those scored and normalized together. Per row: the verdict (_FEASIBLE for rows
+        not looked at) and the candidate score (_NO_SCORE where not feasible or not looked at).
+
+        Rows are filtered in chunks, in row order within each, so the batch forms run as usual; the
+        search stops at the ``to_find``-th feasible node, as upstream does with one worker. The
+        nodes looked at move the next search's start on (``nextStartNodeIndex``)."""
+        order = self._search_order()
+        count = len(order)
+        start = self.next_start_node_index % count
+        size = self.table.size
+        verdict = np.full(size, _FEASIBLE, dtype=np.int64)
+        candidates = np.full(size, _NO_SCORE, dtype=np.int64)
+        found: list[np.ndarray] = []
+        processed = feasible = 0
+        while processed < count and feasible < to_find:
+            # Enough rows for the nodes still wanted at the share found feasible so far (the first
+            # chunk guesses three in four), and a margin so that few chunks are needed.
+            share = feasible / processed if processed else 0.75
+            step = int((to_find - feasible) / max(share, 0.05) * 1.2) + 16
+            positions = np.arange(processed, min(count, processed + step)) + start
+            positions[positions >= count] -= count
+            rows = order[positions]
+            ascending = np.argsort(rows)
+            chunk = np.empty(len(rows), dtype=np.int64)
+            chunk[ascending] = self._filter_rows(state, pod, rows[ascending])[0]
+            passed = np.flatnonzero(chunk == _FEASIBLE)
+            if feasible + len(passed) >= to_find:  # the last one wanted ends the search
+                last = int(passed[to_find - feasible - 1])
+                rows, chunk, passed = rows[: last + 1], chunk[: last + 1], passed[: to_find - feasible]
+            verdict[rows] = chunk
+            found.append(rows[passed])
+            processed += len(rows)
+            feasible += len(passed)
+        self.next_start_node_index = (start + processed) % count
+        if not feasible:
+            return verdict, candidates
+        rows = np.sort(np.concatenate(found))
+        normalizing = self.runner.normalizing(state, pod)
+        refused, summed, raws = self._score_rows(state, pod, rows, normalizing)
+        if refused is not None:
+            verdict[rows] = refused
+            return verdict, candidates
+        total = summed if summed is not None else np.zeros(len(rows), dtype=np.int64)
+        if raws:
+            total = self._normalized(state, pod, np.full(len(rows), _FEASIBLE, dtype=np.int64), total, raws)
+        candidates[rows] = total
+        return verdict, candidates
+
+    def _search_order(self) -> np.ndarray:
+        """The live rows in kube-scheduler's node tree order (:class:`NodeTree`), kept in step with
+        the table: the nodes of the rows changed since the last call are added (in the order the
+        cluster learned of them, ``NodeRecord.serial``), moved to another zone or removed; the
+        first time and after a compaction (rows renumbered) every row is looked at."""
+        table, tree = self.table, self._tree
+        changed = table.changed_since(self._tree_stamp) if self._tree_stamp is not None else None
+        before = tree.names()
+        if changed is None:
+            self._tree_rows = None
+            live_names = {name for name, alive in zip(table.names, table.view("live").tolist()) if alive}
+            for name in [n for n in before if n not in live_names]:
+                tree.remove(name)
+            changed = table.all_rows()
+        live = table.view("live")
+        nodes = self.cluster.nodes
+        present = []
+        for row in changed.tolist():
+            name = table.names[row]
+            if live[row]:
+                present.append(nodes[name])
+            else:
+                tree.remove(name)
+        for record in sorted(present, key=lambda record: record.serial):
+            tree.add(record.spec.name, zone_key(record.spec.labels))
+        self._tree_stamp = table.stamp
+        names = tree.names()
+        if self._tree_rows is None or names is not before:
+            self._tree_rows = np.array([table.index[name] for name in names], dtype=np.int64)
+        return self._tree_rows
 
     def reseed(self, seed: int | None) -> None:
         """How ties between equally scored nodes are broken from now on: ``None`` takes the lowest
@@ -257,8 +355,24 @@ class Scheduler:
     def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray,
                        normalizing: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
         """Verdicts, totals of the plugins that do not normalize, and raw scores of those in ``normalizing``."""
-        verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
+        verdict, pending, at = self._filter_rows(state, pod, rows)
+        total = np.zeros(len(rows), dtype=np.int64)
         raws = {i: np.zeros(len(rows), dtype=np.int64) for i in normalizing}
+        if len(pending):
+            refused, summed, scored = self._score_rows(state, pod, at, normalizing)
+            if refused is not None:
+                verdict[pending] = refused
+                return verdict, total, raws
+            for i, scores in scored.items():
+                raws[i][pending] = scores
+            if summed is not None:
+                total[pending] = summed
+        return verdict, total, raws
+
+    def _filter_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Filter over ``rows``: per row the index of the first reason that refuses it (or
+        _FEASIBLE), the positions in ``rows`` of the feasible ones, and those rows."""
+        verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
         live = self.table.pick(self.table.view("live"), rows)
         pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
         if len(pending) < len(rows):
@@ -289,30 +403,33 @@ class Scheduler:
                 else:  # one reason per row
                     verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
                 pending, at = pending[mask], at[mask]
-        total = np.zeros(len(rows), dtype=np.int64)
-        if len(pending):
-            for plugin in self.runner.pre_scores:
-                status = plugin.pre_score(state, pod, at)
-                if not status.is_success:
-                    verdict[pending] = self._reason_index(reason_of(status))
-                    return verdict, total, raws
-            summed = None  # the weighted scores over ``pending``, written into ``total`` once
-            for i, (_, weight) in enumerate(self.runner.scores):
-                key = self.runner.score_key(i, state, pod)
-                if key is not None:
-                    scores = self._keyed_scores[i].values(
-                        key, at, lambda some, i=i: self._score_values(i, state, pod, some))
-                else:
-                    scores = self.runner.score_rows(i, state, pod, at)
-                if i in raws:
-                    raws[i][pending] = scores
-                elif summed is None:
-                    summed = weight * scores
-                else:
-                    summed += weight * scores
-            if summed is not None:
-                total[pending] = summed
-        return verdict, total, raws
+        return verdict, pending, at
+
+    def _score_rows(self, state: CycleState, pod: Pod, rows: np.ndarray, normalizing: tuple[int, ...]
+                    ) -> tuple[int | None, np.ndarray | None, dict[int, np.ndarray]]:
+        """PreScore and Score over feasible ``rows``: the reason index a PreScore plugin refused them
+        all with (or None), the weighted sum of the plugins that do not normalize (None if there are
+        none), and the raw scores of those in ``normalizing``."""
+        for plugin in self.runner.pre_scores:
+            status = plugin.pre_score(state, pod, rows)
+            if not status.is_success:
+                return self._reason_index(reason_of(status)), None, {}
+        summed = None
+        raws: dict[int, np.ndarray] = {}
+        for i, (_, weight) in enumerate(self.runner.scores):
+            key = self.runner.score_key(i, state, pod)
+            if key is not None:
+                scores = self._keyed_scores[i].values(
+                    key, rows, lambda some, i=i: self._score_values(i, state, pod, some))
+            else:
+                scores = self.runner.score_rows(i, state, pod, rows)
+            if i in normalizing:
+                raws[i] = scores
+            elif summed is None:
+                summed = weight * scores
+            else:
+                summed += weight * scores
+        return None, summed, raws
 
     def _filter_codes(self, index: int, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         """Filter ``index`` on ``rows``: per row the index of its reason, or _FEASIBLE (few rows in plain Python)."""
