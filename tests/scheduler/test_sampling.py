@@ -209,7 +209,9 @@ def _random_node(rnd: random.Random, name: str, zones: list[str]) -> NodeSpec:
 
 def _expected(scheduler: Scheduler, tree: NodeTree, pod: Pod, to_find: int) -> tuple[str | None, int]:
     """What the search should choose, worked out the long way: every live node's verdict, walked in
-    the order of ``tree`` (kept by the test as nodes came and went), then the chosen ones scored together."""
+    the order of ``tree`` (kept by the test as nodes came and went) as upstream's one worker walks
+    them (the nodes that refuse after the last one wanted are looked at, up to the next that
+    passes), then the chosen ones scored together; and where the next search starts."""
     table = scheduler.table
     table.refresh()
     order = tree.names()
@@ -218,12 +220,12 @@ def _expected(scheduler: Scheduler, tree: NodeTree, pod: Pod, to_find: int) -> t
     start = scheduler.next_start_node_index % len(order)
     chosen, processed = [], 0
     for k in range(len(order)):
-        if len(chosen) == to_find:
-            break
         row = table.index[order[(start + k) % len(order)]]
-        processed += 1
         if verdict[row] < 0:
+            if len(chosen) == to_find:  # one feasible node too many: upstream's worker stops before it
+                break
             chosen.append(row)
+        processed += 1
     if not chosen:
         return None, (start + processed) % len(order)
     rows = np.array(sorted(chosen), dtype=np.int64)

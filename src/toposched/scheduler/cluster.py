@@ -99,7 +99,6 @@ class NodeRecord:
     # entries' usage), kept as pods come and go; recomputed when a report or a rewritten placement
     # changes which pods it covers or what they took. See add/remove/recount.
     unreflected: dict[int, dict[str, int]] = field(default_factory=dict, init=False)
-    serial: int = field(default=0, init=False)  # the order the cluster learned of its nodes (Cluster.set_node)
 
     def add(self, uid: str, entry: PodEntry) -> None:
         """Put a pod's entry in the ledger; what it holds counts in :attr:`held_cpus` and, while no
@@ -254,7 +253,6 @@ class Cluster:
         # Bumped whenever a node leaves or a node's replica is replaced (a new node gets one): what
         # is read from the set of replicas holds while it stays the same.
         self.replicas_version = 0
-        self._node_serial = 0  # the next new node's NodeRecord.serial
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(node_name)`` after every change to a node (also for added and removed nodes)."""
@@ -281,7 +279,6 @@ class Cluster:
         record = self.nodes.get(spec.name)
         if record is None:
             record = self.nodes[spec.name] = NodeRecord(spec)
-            record.serial, self._node_serial = self._node_serial, self._node_serial + 1
         else:
             record.spec = spec
         if machine is not None:

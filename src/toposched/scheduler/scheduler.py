@@ -106,10 +106,16 @@ class Scheduler:
                              source=f"profile {profile.name}")
         # Where the next search starts in the node tree's order (upstream nextStartNodeIndex); used
         # only when the profile looks at fewer than every node (see toposched.scheduler.sampling).
+        self._percentage = percentage  # read once: the node tree below is kept only for a share under 100
         self.next_start_node_index = 0
+        # kube-scheduler's node tree, kept as its informers keep it: the nodes there now, in the
+        # order they came, then every node that comes, changes zone or leaves (_node_changed).
         self._tree = NodeTree()
-        self._tree_stamp: int | None = None  # the table stamp the tree is current at
-        self._tree_rows: np.ndarray | None = None  # the tree's names as rows, while neither changes
+        self._tree_rows: tuple[list[str], int, np.ndarray] | None = None  # the tree's names as rows (see _search_order)
+        if percentage != 100:
+            for name, record in cluster.nodes.items():
+                self._tree.add(name, zone_key(record.spec.labels))
+            cluster.subscribe(self._node_changed)
 
     def schedule(self, pod: Pod, now: float) -> Decision:
         """Find a node for ``pod`` and reserve its exact placement there, or say why none fits.
@@ -124,7 +130,7 @@ class Scheduler:
         live = self.table.live_count
         if not status.is_success:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
-        to_find = num_feasible_nodes_to_find(self.profile.percentage_of_nodes_to_score, live)
+        to_find = num_feasible_nodes_to_find(self._percentage, live)
         if to_find < live:
             verdict, candidates = self._search(state, pod, to_find)
             base = candidates
@@ -170,9 +176,11 @@ class Scheduler:
         pass, then those scored and normalized together. Per row: the verdict (_FEASIBLE for rows
         not looked at) and the candidate score (_NO_SCORE where not feasible or not looked at).
 
-        Rows are filtered in chunks, in row order within each, so the batch forms run as usual; the
-        search stops at the ``to_find``-th feasible node, as upstream does with one worker. The
-        nodes looked at move the next search's start on (``nextStartNodeIndex``)."""
+        Rows are filtered in chunks, in row order within each, so the batch forms run as usual. As
+        upstream with one worker (``parallelism: 1``), the search goes on after the ``to_find``-th
+        feasible node and stops at the next one that passes, which is neither kept nor counted;
+        the nodes that refused before it count as looked at, and move the next search's start on
+        (``nextStartNodeIndex``)."""
         order = self._search_order()
         count = len(order)
         start = self.next_start_node_index % count
@@ -181,11 +189,14 @@ class Scheduler:
         candidates = np.full(size, _NO_SCORE, dtype=np.int64)
         found: list[np.ndarray] = []
         processed = feasible = 0
-        while processed < count and feasible < to_find:
-            # Enough rows for the nodes still wanted at the share found feasible so far (the first
-            # chunk guesses three in four), and a margin so that few chunks are needed.
-            share = feasible / processed if processed else 0.75
-            step = int((to_find - feasible) / max(share, 0.05) * 1.2) + 16
+        while processed < count:
+            if feasible < to_find:
+                # Enough rows for the nodes still wanted at the share found feasible so far (the
+                # first chunk guesses three in four), and a margin for the nodes looked at after them.
+                share = feasible / processed if processed else 0.75
+                step = int((to_find - feasible) / max(share, 0.05) * 1.2) + 16
+            else:
+                step = 64  # the last one wanted was the last row of a chunk: how many nodes that refuse follow it
             positions = np.arange(processed, min(count, processed + step)) + start
             positions[positions >= count] -= count
             rows = order[positions]
@@ -193,13 +204,19 @@ class Scheduler:
             chunk = np.empty(len(rows), dtype=np.int64)
             chunk[ascending] = self._filter_rows(state, pod, rows[ascending])[0]
             passed = np.flatnonzero(chunk == _FEASIBLE)
-            if feasible + len(passed) >= to_find:  # the last one wanted ends the search
-                last = int(passed[to_find - feasible - 1])
-                rows, chunk, passed = rows[: last + 1], chunk[: last + 1], passed[: to_find - feasible]
+            wanted = passed[: to_find - feasible]
+            found.append(rows[wanted])
+            feasible += len(wanted)
+            # One node passing beyond those wanted ends the search before it (upstream's one worker
+            # cancels there): the nodes that refused in between were looked at.
+            done = len(passed) > len(wanted)
+            if done:
+                stop = int(passed[len(wanted)])
+                rows, chunk = rows[:stop], chunk[:stop]
             verdict[rows] = chunk
-            found.append(rows[passed])
             processed += len(rows)
-            feasible += len(passed)
+            if done:
+                break
         self.next_start_node_index = (start + processed) % count
         if not feasible:
             return verdict, candidates
@@ -215,36 +232,24 @@ class Scheduler:
         candidates[rows] = total
         return verdict, candidates
 
+    def _node_changed(self, name: str) -> None:
+        """A node came, changed or left: the node tree follows (a node keeps its place unless its zone changed)."""
+        record = self.cluster.nodes.get(name)
+        if record is None:
+            self._tree.remove(name)
+        else:
+            self._tree.add(name, zone_key(record.spec.labels))
+
     def _search_order(self) -> np.ndarray:
-        """The live rows in kube-scheduler's node tree order (:class:`NodeTree`), kept in step with
-        the table: the nodes of the rows changed since the last call are added (in the order the
-        cluster learned of them, ``NodeRecord.serial``), moved to another zone or removed; the
-        first time and after a compaction (rows renumbered) every row is looked at."""
-        table, tree = self.table, self._tree
-        changed = table.changed_since(self._tree_stamp) if self._tree_stamp is not None else None
-        before = tree.names()
-        if changed is None:
-            self._tree_rows = None
-            live_names = {name for name, alive in zip(table.names, table.view("live").tolist()) if alive}
-            for name in [n for n in before if n not in live_names]:
-                tree.remove(name)
-            changed = table.all_rows()
-        live = table.view("live")
-        nodes = self.cluster.nodes
-        present = []
-        for row in changed.tolist():
-            name = table.names[row]
-            if live[row]:
-                present.append(nodes[name])
-            else:
-                tree.remove(name)
-        for record in sorted(present, key=lambda record: record.serial):
-            tree.add(record.spec.name, zone_key(record.spec.labels))
-        self._tree_stamp = table.stamp
-        names = tree.names()
-        if self._tree_rows is None or names is not before:
-            self._tree_rows = np.array([table.index[name] for name in names], dtype=np.int64)
-        return self._tree_rows
+        """The live rows in the node tree's order (:class:`NodeTree`); the same array while the tree
+        is unchanged and the table has not renumbered its rows."""
+        table = self.table
+        names = self._tree.names()
+        kept = self._tree_rows
+        if kept is None or kept[0] is not names or table.changed_since(kept[1]) is None:
+            kept = (names, table.stamp, np.array([table.index[name] for name in names], dtype=np.int64))
+        self._tree_rows = (names, table.stamp, kept[2])
+        return kept[2]
 
     def reseed(self, seed: int | None) -> None:
         """How ties between equally scored nodes are broken from now on: ``None`` takes the lowest
