@@ -67,16 +67,6 @@ class NodeTree:
         self._zone_of: dict[str, str] = {}
         self._listed: list[str] | None = None
 
-    def __len__(self) -> int:
-        return len(self._zone_of)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._zone_of
-
-    def zone_of(self, name: str) -> str | None:
-        """The zone ``name`` is listed under, or None if it is not in the tree."""
-        return self._zone_of.get(name)
-
     def add(self, name: str, zone: str) -> None:
         """Put ``name`` last in ``zone``, or move it there if its zone changed (a node whose zone
         is unchanged keeps its place, as upstream ``updateNode`` does)."""
