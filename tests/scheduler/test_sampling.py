@@ -13,6 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.scheduler.strategies import node_shapes, pods
 from toposched.errors import InputError
 from toposched.scheduler import Cluster, NodeSpec, Scheduler, Taint
 from toposched.scheduler.framework import registry
@@ -268,3 +269,49 @@ def test_the_search_chooses_the_best_of_the_first_feasible_nodes_in_tree_order(s
         if decision.node is not None:
             scheduler.bound(pod, now=float(i))
             placed.append(pod)
+
+
+@settings(max_examples=8, deadline=None)
+@given(shapes=st.lists(node_shapes(max_numa=4), min_size=1, max_size=4), data=st.data())
+def test_a_profile_with_exact_placement_places_only_on_nodes_its_search_kept(shapes, data):
+    """toposched's own profile asked to look at 10%: every pod lands on one of the feasible nodes the
+    search kept (the replica may refuse the best of them, and the next is tried), the start moves
+    as the node-by-node walk says, and what the replicas hold is never given twice."""
+    cluster = Cluster()
+    for i in range(110):
+        shape = shapes[i % len(shapes)]
+        cluster.set_node(NodeSpec(f"n{i:03d}", labels={ZONE: f"z{i % 3}"}), machine=shape.machine,
+                         kubelet_config=shape.config, device_plugins=shape.devices)
+    profile = load_profile("toposched")
+    profile.percentage_of_nodes_to_score = 10
+    scheduler = Scheduler(cluster, profile)
+    tree = NodeTree()
+    for name, record in cluster.nodes.items():
+        tree.add(name, zone_key(record.spec.labels))
+    table = scheduler.table
+    for i in range(12):
+        pod = data.draw(pods(f"p{i}"))
+        scheduler.table.refresh()
+        state, status = scheduler.runner.pre_filter(pod)
+        if not status.is_success:
+            continue
+        verdict, _ = scheduler.evaluate(state, pod, None, table.all_rows())
+        order, start = tree.names(), scheduler.next_start_node_index
+        kept, looked = set(), 0
+        for k in range(len(order)):
+            if verdict[table.index[order[(start + k) % len(order)]]] < 0:
+                if len(kept) == 100:
+                    break
+                kept.add(order[(start + k) % len(order)])
+            looked += 1
+        decision = scheduler.schedule(pod, now=float(i))
+        assert decision.node is None or decision.node in kept
+        assert scheduler.next_start_node_index == (start + looked) % len(order)
+        if decision.node is not None:
+            scheduler.bound(pod, now=float(i))
+    for record in cluster.nodes.values():
+        masks = [entry.placement.cpu_mask for entry in record.pods.values() if entry.placement is not None]
+        union = 0
+        for mask in masks:
+            assert not union & mask, f"{record.spec.name}: a CPU given twice"
+            union |= mask
