@@ -104,9 +104,9 @@ class Scheduler:
         if isinstance(percentage, bool) or not isinstance(percentage, int) or not 0 <= percentage <= 100:
             raise InputError(f"{percentage!r} is not a percentage from 0 to 100", field="percentageOfNodesToScore",
                              source=f"profile {profile.name}")
+        self._percentage = percentage  # read once: the node tree below is kept only for a share under 100
         # Where the next search starts in the node tree's order (upstream nextStartNodeIndex); used
         # only when the profile looks at fewer than every node (see toposched.scheduler.sampling).
-        self._percentage = percentage  # read once: the node tree below is kept only for a share under 100
         self.next_start_node_index = 0
         # kube-scheduler's node tree, kept as its informers keep it: the nodes there now, in the
         # order they came, then every node that comes, changes zone or leaves (_node_changed).
