@@ -208,30 +208,43 @@ def _random_node(rnd: random.Random, name: str, zones: list[str]) -> NodeSpec:
                     labels=labels, taints=taints, unschedulable=rnd.random() < 0.05)
 
 
-def _expected(scheduler: Scheduler, tree: NodeTree, pod: Pod, to_find: int) -> tuple[str | None, int]:
-    """What the search should choose, worked out the long way: every live node's verdict, walked in
-    the order of ``tree`` (kept by the test as nodes came and went) as upstream's one worker walks
-    them (the nodes that refuse after the last one wanted are looked at, up to the next that
-    passes), then the chosen ones scored together; and where the next search starts."""
+def _tree_of(cluster: Cluster) -> NodeTree:
+    """A node tree of the cluster's nodes in the order they came, for the test to keep as nodes come and go."""
+    tree = NodeTree()
+    for name, record in cluster.nodes.items():
+        tree.add(name, zone_key(record.spec.labels))
+    return tree
+
+
+def _walk(scheduler: Scheduler, tree: NodeTree, state, pod: Pod, to_find: int) -> tuple[list[int], int]:
+    """The search worked out the long way: every live node's verdict, walked in the order of ``tree``
+    as upstream's one worker walks them (the nodes that refuse after the last one wanted are looked
+    at, up to the next that passes). The rows kept, and where the next search starts."""
     table = scheduler.table
-    table.refresh()
     order = tree.names()
-    state, _ = scheduler.runner.pre_filter(pod)
     verdict, _ = scheduler.evaluate(state, pod, None, table.all_rows())
     start = scheduler.next_start_node_index % len(order)
-    chosen, processed = [], 0
+    kept, looked = [], 0
     for k in range(len(order)):
         row = table.index[order[(start + k) % len(order)]]
         if verdict[row] < 0:
-            if len(chosen) == to_find:  # one feasible node too many: upstream's worker stops before it
+            if len(kept) == to_find:  # one feasible node too many: upstream's worker stops before it
                 break
-            chosen.append(row)
-        processed += 1
-    if not chosen:
-        return None, (start + processed) % len(order)
-    rows = np.array(sorted(chosen), dtype=np.int64)
+            kept.append(row)
+        looked += 1
+    return kept, (start + looked) % len(order)
+
+
+def _expected(scheduler: Scheduler, tree: NodeTree, pod: Pod, to_find: int) -> tuple[str | None, int]:
+    """What the search should choose: the rows :func:`_walk` keeps, scored together; and where the next search starts."""
+    scheduler.table.refresh()
+    state, _ = scheduler.runner.pre_filter(pod)
+    kept, next_start = _walk(scheduler, tree, state, pod, to_find)
+    if not kept:
+        return None, next_start
+    rows = np.array(sorted(kept), dtype=np.int64)
     _, total = scheduler.evaluate(state, pod, None, rows)
-    return table.names[int(rows[int(np.argmax(total))])], (start + processed) % len(order)
+    return scheduler.table.names[int(rows[int(np.argmax(total))])], next_start
 
 
 @settings(max_examples=12, deadline=None)
@@ -245,9 +258,7 @@ def test_the_search_chooses_the_best_of_the_first_feasible_nodes_in_tree_order(s
     profile = load_profile("default")
     profile.percentage_of_nodes_to_score = percentage
     scheduler = Scheduler(cluster, profile)
-    tree = NodeTree()
-    for name, record in cluster.nodes.items():  # in the order the nodes came
-        tree.add(name, zone_key(record.spec.labels))
+    tree = _tree_of(cluster)
     zones = ["z0", "z1", "z9"]
     placed: list[Pod] = []
     for i in range(25):
@@ -285,28 +296,18 @@ def test_a_profile_with_exact_placement_places_only_on_nodes_its_search_kept(sha
     profile = load_profile("toposched")
     profile.percentage_of_nodes_to_score = 10
     scheduler = Scheduler(cluster, profile)
-    tree = NodeTree()
-    for name, record in cluster.nodes.items():
-        tree.add(name, zone_key(record.spec.labels))
-    table = scheduler.table
+    tree = _tree_of(cluster)
+    to_find = num_feasible_nodes_to_find(10, len(cluster.nodes))
     for i in range(12):
         pod = data.draw(pods(f"p{i}"))
         scheduler.table.refresh()
         state, status = scheduler.runner.pre_filter(pod)
         if not status.is_success:
             continue
-        verdict, _ = scheduler.evaluate(state, pod, None, table.all_rows())
-        order, start = tree.names(), scheduler.next_start_node_index
-        kept, looked = set(), 0
-        for k in range(len(order)):
-            if verdict[table.index[order[(start + k) % len(order)]]] < 0:
-                if len(kept) == 100:
-                    break
-                kept.add(order[(start + k) % len(order)])
-            looked += 1
+        kept, next_start = _walk(scheduler, tree, state, pod, to_find)
         decision = scheduler.schedule(pod, now=float(i))
-        assert decision.node is None or decision.node in kept
-        assert scheduler.next_start_node_index == (start + looked) % len(order)
+        assert decision.node is None or scheduler.table.index[decision.node] in kept
+        assert scheduler.next_start_node_index == next_start
         if decision.node is not None:
             scheduler.bound(pod, now=float(i))
     for record in cluster.nodes.values():
