@@ -44,7 +44,8 @@ slowest 1% of decisions belong to (what the p99 is made of), peak RSS, and
 where the time goes per phase (``--phases``: a second run with the plugins' methods, the
 replica's admission, the table refresh and the deletion wrapped with timers on the run's clock;
 a plugin's filter includes the per-node or few-rows calls it makes, which are also listed; the
-headline figures come from the run without timers).
+headline figures come from the run without timers), in all and, for the largest phases, per
+class of the arriving pod.
 """
 
 from __future__ import annotations
@@ -307,7 +308,8 @@ MIXES: dict[str, tuple[Callable[[int, int], Cluster], Callable[[int, random.Rand
 
 
 class PhaseTimer:
-    """Wraps the profile's plugin methods with timers: seconds per (phase, plugin)."""
+    """Wraps the profile's plugin methods with timers: seconds per (phase, plugin), in all and per
+    kind of the pod arriving (``kind``, set by the run before each deletion and arrival)."""
 
     METHODS = {
         "pre_filter": "prefilter", "filter": "filter", "filter_all": "filter", "filter_few": "filter",
@@ -321,6 +323,8 @@ class PhaseTimer:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._running: set[str] = set()  # labels being timed now (a nested call under the same label is not counted twice)
+        self.kind = ""
+        self.by_kind: dict[tuple[str, str], float] = defaultdict(float)
 
     def wrap_plugins(self, profile: Any) -> None:
         """Time every plugin method the profile's plugins have (before a scheduler is built on it)."""
@@ -343,7 +347,7 @@ class PhaseTimer:
     def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn``, adding its time to ``label``."""
         clock = self.clock
-        seconds, calls, running = self.seconds, self.calls, self._running
+        seconds, calls, running, by_kind = self.seconds, self.calls, self._running, self.by_kind
 
         def run(*args: Any, **kwargs: Any) -> Any:
             if label in running:  # called from a method timed under the same label (filter_all -> filter): counted there
@@ -353,7 +357,9 @@ class PhaseTimer:
             try:
                 return fn(*args, **kwargs)
             finally:
-                seconds[label] += clock() - t0
+                spent = clock() - t0
+                seconds[label] += spent
+                by_kind[(self.kind, label)] += spent
                 calls[label] += 1
                 running.discard(label)
         return run
@@ -431,6 +437,7 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     if timer is not None:
         timer.seconds.clear()
         timer.calls.clear()
+        timer.by_kind.clear()
         timer.wrap(cluster, "forget", "delete/forget")
         timer.wrap(scheduler, "bound", "bound")
     arrivals = [make_pod(prefill + i, rnd) for i in range(pods)]
@@ -442,6 +449,8 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
     start = clock()
     for i, pod in enumerate(arrivals):
         now += 0.01
+        if timer is not None:
+            timer.kind = kind(pod)
         if replace_every and i % replace_every == replace_every - 1:
             t_replace = clock()
             running = replace_node(cluster, running, churn, len(replace_times))
@@ -504,6 +513,10 @@ def run(n_nodes: int, pods: int, seed: int, per_node: float = 6.0, clock: Callab
         figures["phases_ms_per_pod"] = {k: v * 1000 / pods for k, v in sorted(timer.seconds.items())}
         figures["phases_calls"] = dict(sorted(timer.calls.items()))
         figures["phases_ms_per_pod"]["schedule (all of it)"] = total * 1000 / pods
+        per_kind: dict[str, dict[str, float]] = defaultdict(dict)
+        for (name, label), spent in sorted(timer.by_kind.items()):
+            per_kind[name][label] = spent * 1000 / len(by_kind[name])
+        figures["phases_ms_per_pod_by_kind"] = dict(sorted(per_kind.items()))
     return figures
 
 
@@ -568,6 +581,11 @@ def main() -> int:
         pods_n = args.pods
         for label, ms in sorted(timed["phases_ms_per_pod"].items(), key=lambda kv: -kv[1]):
             print(f"  {label:45s} {ms:8.4f}  ({timed['phases_calls'].get(label, pods_n)} calls)", flush=True)
+        figures["phases_ms_per_pod_by_kind"] = timed["phases_ms_per_pod_by_kind"]
+        print("the largest phases per kind of pod (ms per pod of that kind):", flush=True)
+        for name, phases in timed["phases_ms_per_pod_by_kind"].items():
+            largest = sorted(phases.items(), key=lambda kv: -kv[1])[:6]
+            print(f"  {name:12s} " + ", ".join(f"{label} {ms:.3f}" for label, ms in largest), flush=True)
     figures["peak_rss_mib"] = peak_rss_mib()
     print(f"peak RSS {figures['peak_rss_mib']:.0f} MiB", flush=True)
     write_json(args.json_out, figures)
