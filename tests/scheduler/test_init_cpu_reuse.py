@@ -1,20 +1,27 @@
-"""NUMAAlignment and an init container's reusable CPUs under container-scope ``single-numa-node``.
+"""NUMAAlignment and an init container's reusable CPUs on container-scope kubelets that enforce alignment.
 
 The static CPU manager lets the containers after a regular init container reuse its exclusive
 CPUs, and then offers them only NUMA sets that hold every reusable CPU (upstream
 ``generateCPUTopologyHints``). Under ``single-numa-node`` at container scope the next container
 must therefore fit the zone the init container was given: the lowest zone that holds the init
-container. A pod whose app container fits only another zone is refused by the kubelet with a
-TopologyAffinityError, and the batch filter, its few-rows form and the exact per-node filter
-(the replica's trial admission) must all say so.
+container. Under ``restricted``, an init container wider than any zone leaves a later container
+that one zone could hold no preferred hint while more of its CPUs than a zone has stay reusable.
+A pod the kubelet refuses so (a TopologyAffinityError) must be refused by the batch filter, its
+few-rows form and the exact per-node filter (the replica's trial admission) alike; and on random
+machines and kubelets the vector forms refuse nothing the replica admits.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
 from tests.scheduler.numa_verdicts import numa_verdicts
+from tests.scheduler.strategies import NodeShape, node_shapes
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.nodes import NodeSpec
@@ -116,3 +123,57 @@ def test_the_reuse_checks_follow_the_init_containers_cpus() -> None:
     # c0 and c1 certainly reuse (0 then 2 CPUs taken before them); c2 too (5 < 6); c3 no longer (7).
     assert [(row, used[cpu]) for row, used in request.reuse_checks] == [(2, 0), (3, 2000), (4, 5000)]
     assert AlignedRequest(_guaranteed("s", 2, GI, init=(1, GI), sidecar=True)).reuse_checks == []
+
+
+def test_under_restricted_reusable_cpus_wider_than_a_zone_leave_a_narrow_container_no_preferred_hint() -> None:
+    # Without a memory manager: with the Static one, the init container's memory (one zone) and CPUs
+    # (two) already have no preferred hint in common, and the pod is refused for the init container.
+    cluster = _cluster("None", policy="restricted")
+    # The init container's 10 CPUs cannot fit one NUMA node (8 CPUs each), so they span both. While
+    # they are reusable, every CPU hint of a later container holds both NUMA nodes: for 2 CPUs, whose
+    # minAffinitySize is 1, no hint is preferred, and restricted refuses (TopologyAffinityError).
+    assert numa_verdicts(cluster, _chain("p", 10, (2,))) == (False, False, False)
+    assert numa_verdicts(cluster, _chain("q", 10, (9,))) == (True, True, True)  # needs both NUMA nodes anyway
+    assert numa_verdicts(cluster, _chain("r", 4, (2,))) == (True, True, True)  # the init container fits one
+    # Once the containers before it may have taken all but a zone's worth, the vector forms let it be.
+    batch, few, exact = numa_verdicts(cluster, _chain("s", 10, (9, 2)))
+    assert batch and few and exact <= batch
+
+
+@pytest.mark.parametrize(("scope", "options"), [("pod", {}), ("container", {"align-by-socket": "true"})])
+def test_reusable_cpus_spanning_zones_refuse_nothing_at_pod_scope_or_when_sockets_align(
+        scope: str, options: dict[str, str]) -> None:
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": c // 8, "numa": c // 8} for c in range(16)],
+                                     memory_per_numa=32 * GI)
+    config = KubeletConfig(topology_manager_policy="restricted", topology_manager_scope=scope,
+                           cpu_manager_policy="static", cpu_manager_options=options, reserved_system_cpus=CPUSet([0]),
+                           kube_reserved={"memory": GI}, system_reserved={"memory": GI})
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    batch, few, exact = numa_verdicts(cluster, _chain("p", 10, (2,)))
+    assert batch == few and exact <= batch
+    assert batch  # the new rule holds for container-scope kubelets whose zones bound the preferred width only
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=node_shapes(max_numa=4), policy=st.sampled_from(["restricted", "single-numa-node"]),
+       fill=st.lists(st.integers(1, 6), max_size=3), init=st.integers(1, 12), apps=st.lists(st.integers(1, 12), min_size=1,
+                                                                                           max_size=3))
+def test_the_vector_forms_refuse_only_what_the_kubelet_refuses_after_an_init_container(
+        shape: NodeShape, policy: str, fill: list[int], init: int, apps: list[int]) -> None:
+    """On container-scope kubelets enforcing alignment with the static CPU manager (every memory
+    manager, CPU manager option and machine of the strategies), after bound pods: the batch and
+    few-rows forms agree, and refuse only pods the replica refuses."""
+    assume(shape.config.cpu_manager_policy == "static")
+    config = dataclasses.replace(shape.config, topology_manager_policy=policy, topology_manager_scope="container")
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=shape.machine, kubelet_config=config, device_plugins=shape.devices)
+    for i, cpus in enumerate(fill):
+        pod = Pod(f"f{i}", uid=f"f{i}", containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
+        if cluster.nodes["n"].model.admit(pod, trial=True).admitted:
+            cluster.nodes["n"].model.unadmit(pod.uid)
+            cluster.add_bound_pod(pod, "n", now=0.0)
+    batch, few, exact = numa_verdicts(cluster, _chain("p", init, tuple(apps)))
+    event(f"exact {exact}, batch {batch}")
+    assert batch == few
+    assert exact <= batch  # a necessary condition: nothing the kubelet admits is refused

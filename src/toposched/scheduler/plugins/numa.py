@@ -253,6 +253,12 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         part = positions[~pod_scope & (table.view("policy")[rows[positions]] == _SINGLE)]
         if len(part):
             ok[part] &= _reuse_holds_in_first_zone(table, rows[part], request, cpu_static[part], mem_static[part])
+    elif request.reuse_checks:
+        part = positions[~pod_scope]
+        if len(part):
+            widest = take_rows(table.zone_capacity_max("cpu"), rows[part])
+            for reusable, need in _reuse_spans(request):
+                ok[part] &= (reusable <= widest) | (need > widest)
 
 
 def _memory_sets_per_scope(table: NodeTable, rows: np.ndarray, request: AlignedRequest, node_policy: np.ndarray,
@@ -371,6 +377,23 @@ def _reuse_holds_in_first_zone(table: NodeTable, rows: np.ndarray, request: Alig
                 if need:
                     ok[at] &= (there[j] - used[j] >= need) | exempt[j][at]
     return ok
+
+
+def _reuse_spans(request: AlignedRequest) -> list[tuple[int, int]]:
+    """Per container of ``request.reuse_checks`` that asks for exclusive CPUs: how many of the init
+    container's CPUs are certainly still reusable when it comes (millicores), and its CPUs.
+
+    On a container-scope kubelet enforcing ``restricted`` with the static CPU manager, CPU hints
+    must hold the NUMA node of every reusable CPU (upstream ``generateCPUTopologyHints``). Where
+    more CPUs stay reusable than the largest zone has (``zone_capacity_max``: 0 under
+    ``align-by-socket``, which prefers wider sets), they span two zones or more, so every hint of a
+    container whose CPUs one zone could hold is wider than its ``minAffinitySize`` of 1. None is
+    preferred, and the kubelet refuses the pod with a TopologyAffinityError.
+    """
+    names, want = request.stacked
+    cpu = names.index("cpu")
+    first = int(want[1, cpu])
+    return [(first - used[cpu], int(want[k, cpu])) for k, used in request.reuse_checks if want[k, cpu]]
 
 
 def _narrowest(aligned_by: list[str], widest: list[np.ndarray], capacity: Callable[[int], np.ndarray], needs: list[int]
@@ -555,6 +578,9 @@ class NUMAAlignment:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
                         ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
+                        if ok and request.reuse_checks and not values.pod_scope:
+                            widest = max(zone[cols[names.index("cpu")]] for zone in values.zcap)
+                            ok = all(reusable <= widest or need > widest for reusable, need in _reuse_spans(request))
             if (ok and values.topology and values.mem_static and policy == _RESTRICTED and request.memory_rows
                     and _memory_groups_matter_row(values, request, cols)):
                 which = {0} if values.pod_scope else set(range(1, len(request.stacked_lists)))
