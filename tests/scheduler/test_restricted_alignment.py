@@ -5,8 +5,10 @@ preferred. A hint provider prefers the narrowest NUMA sets that could ever hold 
 (upstream's ``minAffinitySize``, counted over the machine's whole capacity): for a request one
 NUMA node could hold, only single NUMA nodes. So free capacity spread over two NUMA nodes does
 not admit a request that fits one node's capacity, while a request wider than any node is
-admitted across nodes. The batch filter, its few-rows form and the exact per-node filter (the
-replica's trial admission) must all say so.
+admitted across nodes. Two providers preferring sets of different widths (CPUs that need three
+NUMA nodes, memory that needs two) have no preferred set in common, so the pod is never admitted.
+The batch filter, its few-rows form and the exact per-node filter (the replica's trial admission)
+must all say so; on random machines and kubelets the vector forms refuse nothing the replica admits.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
 from tests.scheduler.numa_verdicts import numa_verdicts
+from tests.scheduler.strategies import NodeShape, node_shapes
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.nodes import NodeSpec
@@ -86,3 +91,71 @@ def test_a_request_mixing_one_node_and_two_node_resources_is_never_admitted() ->
     assert numa_verdicts(cluster, _gpu_pod("mixed", 8, 8)) == (False, False, False)
     # Both fit one NUMA node: admitted there.
     assert numa_verdicts(cluster, _gpu_pod("narrow", 8, 4)) == (True, True, True)
+
+
+MI = 2**20
+
+
+def _memory_cluster(scope: str, options: dict[str, str] | None = None) -> Cluster:
+    """One node: 4 NUMA nodes of 8 CPUs and 16 GiB, one socket each pair, static CPU manager, Static
+    memory manager, ``restricted``."""
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": c // 16, "numa": c // 8} for c in range(32)],
+                                     memory_per_numa=16 * GI)
+    config = KubeletConfig(topology_manager_policy="restricted", topology_manager_scope=scope, cpu_manager_policy="static",
+                           cpu_manager_options=options or {}, reserved_system_cpus=CPUSet([0]),
+                           system_reserved={"memory": GI}, memory_manager_policy="Static",
+                           reserved_memory={0: {"memory": GI + 100 * MI}})
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    return cluster
+
+
+def _sized(name: str, cpus: int, memory_gib: int) -> Pod:
+    return Pod(name, uid=name, containers=(Container("app", limits={"cpu": cpus * 1000, "memory": memory_gib * GI}),))
+
+
+@pytest.mark.parametrize("scope", ["pod", "container"])
+def test_cpus_and_memory_preferred_at_different_widths_are_never_admitted(scope: str) -> None:
+    cluster = _memory_cluster(scope)
+    # 20 CPUs need three NUMA nodes (8 each); 20 GiB need two: no set is preferred by both.
+    assert numa_verdicts(cluster, _sized("p", 20, 20)) == (False, False, False)
+    # 12 CPUs and 20 GiB both need two NUMA nodes: admitted on an empty node.
+    assert numa_verdicts(cluster, _sized("q", 12, 20)) == (True, True, True)
+    # 20 CPUs and 40 GiB both need three.
+    assert numa_verdicts(cluster, _sized("r", 20, 40)) == (True, True, True)
+
+
+def test_with_align_by_socket_the_cpu_width_is_left_to_the_replica() -> None:
+    # align-by-socket prefers socket-aligned sets too: the CPUs' preferred width is not the fewest
+    # NUMA nodes, so the vector forms do not judge it (the replica does, at Reserve).
+    cluster = _memory_cluster("container", {"align-by-socket": "true"})
+    batch, few, exact = numa_verdicts(cluster, _sized("p", 20, 20))
+    assert batch == few and exact <= batch
+    assert batch
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=node_shapes(max_numa=6), scope=st.sampled_from(["pod", "container"]),
+       fill=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 8)), max_size=3),
+       sizes=st.lists(st.tuples(st.integers(1, 24), st.integers(1, 48)), min_size=1, max_size=2))
+def test_the_vector_forms_refuse_only_what_a_restricted_kubelet_refuses(
+        shape: NodeShape, scope: str, fill: list[tuple[int, int]], sizes: list[tuple[int, int]]) -> None:
+    """Kubelets made to enforce restricted (every CPU and memory manager, option and machine of the
+    strategies), after bound pods, asked for pods of one or two containers whose CPUs (1-24) and
+    memory (0.5-24 GiB) may each need several NUMA nodes: the batch and few-rows forms agree, and
+    refuse only pods the replica refuses."""
+    config = dataclasses.replace(shape.config, topology_manager_policy="restricted", topology_manager_scope=scope)
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=shape.machine, kubelet_config=config, device_plugins=shape.devices)
+    for i, (cpus, half_gib) in enumerate(fill):
+        pod = Pod(f"f{i}", uid=f"f{i}", containers=(Container("app", limits={"cpu": cpus * 1000,
+                                                                             "memory": half_gib * GI // 2}),))
+        if cluster.nodes["n"].model.admit(pod, trial=True).admitted:
+            cluster.nodes["n"].model.unadmit(pod.uid)
+            cluster.add_bound_pod(pod, "n", now=0.0)
+    pod = Pod("p", uid="p", containers=tuple(Container(f"c{i}", limits={"cpu": cpus * 1000, "memory": half_gib * GI // 2})
+                                             for i, (cpus, half_gib) in enumerate(sizes)))
+    batch, few, exact = numa_verdicts(cluster, pod)
+    event(f"exact {exact}, batch {batch}, memory {shape.config.memory_manager_policy}")
+    assert batch == few
+    assert exact <= batch  # a necessary condition: nothing the kubelet admits is refused

@@ -14,6 +14,8 @@ NUMAScore prefers nodes where the pod needs the fewest NUMA zones.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import combinations
+from math import comb
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,7 @@ from toposched.workload import GUARANTEED, Container, Pod
 __all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
 
 _POLICY_NAMES = {code: name for name, code in POLICY_CODES.items()}
+_MAX_SETS = 4096  # NUMA sets _fewest_zones tries at one width (8 NUMA nodes have at most 70)
 _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
 
@@ -379,6 +382,88 @@ def _reuse_holds_in_first_zone(table: NodeTable, rows: np.ndarray, request: Alig
     return ok
 
 
+def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
+                      cpu_static: np.ndarray, mem_static: np.ndarray, ok: np.ndarray) -> None:
+    """:func:`_preferred_widths_differ` into ``ok`` at ``positions`` of ``rows`` (nodes whose kubelet
+    enforces restricted): the pod's request on pod-scope nodes, each container's on container-scope
+    nodes. Only rows where some such request wants more CPUs and more of a memory resource than any
+    one zone could hold are read one by one: elsewhere :func:`_narrowest`'s one-zone rule decides."""
+    names, want = request.stacked
+    memory = [j for j, by in enumerate(request.aligned_by) if by == "memory"]
+    if "cpu" not in names or not memory or not len(positions):
+        return
+    cpu = names.index("cpu")
+    at = rows[positions]
+    widest_cpu = take_rows(table.zone_capacity_max("cpu"), at)
+    widest_memory = {j: take_rows(table.zone_capacity_max(names[j]), at) for j in memory}
+    pod_scope = take_rows(table.view("pod_scope"), at)
+    both = np.zeros(len(at), dtype=bool)
+    for i, needs in enumerate(request.stacked_lists):
+        if not needs[cpu] or not any(needs[j] for j in memory):
+            continue
+        wide = (needs[cpu] > widest_cpu) & (widest_cpu > 0)
+        wide &= np.logical_or.reduce([needs[j] > widest_memory[j] for j in memory if needs[j]])
+        both |= wide & (pod_scope if i == 0 else ~pod_scope)
+    if not both.any():
+        return
+    cols = [table.zone_column(name) for name in names]
+    pod_cols = {name: table.zone_column(name) for name in request.pod}
+    memory_cols = {cols[j] for j in memory}
+    for p in np.flatnonzero(both).tolist():
+        position, row = int(positions[p]), int(at[p])
+        per_request, _ = _alignment_plan(request, cols, pod_cols, bool(cpu_static[position]), bool(mem_static[position]))
+        scoped = per_request[:1] if pod_scope[p] else per_request[1:]
+        if _preferred_widths_differ(table.row_values(row), scoped, cols[cpu], memory_cols):
+            ok[position] = False
+
+
+def _preferred_widths_differ(values: RowValues, requests: list[list[tuple[int, int]]], cpu_col: int,
+                             memory_cols: set[int]) -> bool:
+    """Whether, on a node whose kubelet enforces restricted, some request (its (zone column, amount)
+    pairs the node aligns) certainly gets no preferred merged hint because its CPU and memory hints
+    are preferred at different widths.
+
+    A merged hint is preferred only when every provider's hint is preferred and all name the same
+    NUMA set (upstream ``mergePermutation``). The static CPU manager prefers the sets as few as the
+    fewest zones whose CPUs could hold the request (``generateCPUTopologyHints``: the largest zones'
+    CPUs, all of them counted); the Static memory manager those as few as the fewest zones whose
+    allocatable memory could hold every memory resource asked at once (``calculateHints``). When
+    the two widths differ, no set is preferred by both. CPUs without a capacity in the table (no static CPU
+    manager, or ``align-by-socket``, which prefers socket-aligned wider sets too) decide nothing.
+    """
+    zones = [capacity for capacity, valid in zip(values.zcap, values.zvalid) if valid]
+    for wants in requests:
+        cpu = [need for col, need in wants if col == cpu_col and need]
+        memory = [(col, need) for col, need in wants if col in memory_cols and need]
+        if not cpu or not memory:
+            continue
+        cpu_width = _fewest_zones(zones, [(cpu_col, cpu[0])])
+        memory_width = _fewest_zones(zones, memory)
+        if cpu_width is not None and memory_width is not None and cpu_width != memory_width:
+            return True
+    return False
+
+
+def _fewest_zones(zones: list[list[int]], wants: list[tuple[int, int]]) -> int | None:
+    """The fewest ``zones`` whose capacities together hold every (zone column, amount) of ``wants``;
+    None if all of them cannot, or if that would mean trying more than ``_MAX_SETS`` sets. One
+    resource: its largest zones first; several: every set, narrowest first."""
+    if len(wants) == 1:
+        (col, need), total = wants[0], 0
+        for count, capacity in enumerate(sorted((zone[col] for zone in zones), reverse=True), 1):
+            total += capacity
+            if total >= need:
+                return count
+        return None
+    for count in range(1, len(zones) + 1):
+        if comb(len(zones), count) > _MAX_SETS:
+            return None  # a very wide machine: left to the replica
+        for chosen in combinations(zones, count):
+            if all(sum(zone[col] for zone in chosen) >= need for col, need in wants):
+                return count
+    return None
+
+
 def _reuse_spans(request: AlignedRequest) -> list[tuple[int, int]]:
     """Per container of ``request.reuse_checks`` that asks for exclusive CPUs: how many of the init
     container's CPUs are certainly still reusable when it comes (millicores), and its CPUs.
@@ -528,8 +613,9 @@ class NUMAAlignment:
         if restricted.any():
             ok &= ~restricted | _fits_zones(table, rows, request.pod, cpu_static, mem_static)
             # The node's kubelet enforces restricted: see _narrowest.
-            _one_zone_per_scope(table, rows, np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok), request,
-                                cpu_static, mem_static, ok, restricted=True)
+            enforced = np.flatnonzero(restricted & (node_policy == _RESTRICTED) & ok)
+            _one_zone_per_scope(table, rows, enforced, request, cpu_static, mem_static, ok, restricted=True)
+            _widths_per_scope(table, rows, enforced[ok[enforced]], request, cpu_static, mem_static, ok)
         if request.memory_rows:
             _memory_sets_per_scope(table, rows, request, node_policy, topology & mem_static & ok, ok)
         return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
@@ -554,6 +640,7 @@ class NUMAAlignment:
         # Per (static CPU manager, Static memory manager): what must be checked, exempt resources left out.
         plans: dict[tuple[bool, bool], tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]] = {}
         memory_cols = {col for col, by in zip(cols, request.aligned_by) if by == "memory"}
+        cpu_col = table.zone_column("cpu") if "cpu" in names else -1
         out = []
         for row in rows:
             values = table.row_values(row)
@@ -578,6 +665,7 @@ class NUMAAlignment:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
                         ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
+                        ok = ok and not _preferred_widths_differ(values, scoped, cpu_col, memory_cols)
                         if ok and request.reuse_checks and not values.pod_scope:
                             widest = max(zone[cols[names.index("cpu")]] for zone in values.zcap)
                             ok = all(reusable <= widest or need > widest for reusable, need in _reuse_spans(request))
