@@ -5,8 +5,9 @@ whose even share on each NUMA node is taken packed; see ``_kubelet_splits_no_cor
 
 On a node whose kubelet picks the CPUs (not agent-managed), a container with 2 or more exclusive
 CPUs gets whole cores first from the static CPU manager (upstream ``takeByTopologyNUMAPacked``)
-whenever the NUMA nodes its hint names hold a whole free core. When every NUMA node holds one,
-whatever hint the Topology Manager picks, the container gets two threads of a core. The filter
+whenever the NUMA nodes its hint names hold a whole free core (and from every free CPU when they
+have none free). When every NUMA node with a free CPU holds one, whatever hint the Topology
+Manager picks, the container gets two threads of a core. The filter
 refuses such nodes before Reserve instead of admitting the pod into the replica to find out.
 
 Held against the kubelet model on the realistic benchmark's mixed clusters (both mixes): on every node the
@@ -16,6 +17,7 @@ two threads of one core; and the batch form refuses the same rows as the per-nod
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any
@@ -113,9 +115,26 @@ def _some_numa_node_without_a_whole_core(cluster: Cluster, refused_on: list[tupl
     return any(c[4] == 0 for c in counts)
 
 
+def _some_numa_node_with_free_cpus_without_a_whole_core(cluster: Cluster, refused_on: list[tuple[str, int, int]]
+                                                        ) -> bool:
+    """Whether some refused node has a NUMA node with free CPUs but no whole free core (the packing
+    rule for every NUMA node with a free CPU would have let it through)."""
+    plugin = registry.create("CPUOrchestration")
+    counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
+              for name, _, _ in refused_on]
+    return any(c[8] == 0 for c in counts)
+
+
+def _one_thread_of(machine: Machine, numa: int, cores: int) -> CPUSet:
+    """Every CPU of NUMA node ``numa`` but the first thread of its first ``cores`` cores (to reserve)."""
+    cpus = [c for c in machine.online if machine.cpu(c).numa_id == numa]
+    firsts = sorted(min(c for c in cpus if machine.cpu(c).core_id == core) for core in {machine.cpu(c).core_id for c in cpus})
+    return CPUSet(c for c in cpus if c not in firsts[:cores])
+
+
 def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, options: dict[str, str],
-                                         novel: Callable[[Cluster, list[tuple[str, int, int]]], bool]
-                                         = _some_numa_node_without_a_whole_core) -> None:
+                                         novel: Callable[[Cluster, list[tuple[str, int, int]]], bool] | None
+                                         = None) -> None:
     """The rule's forms for a Topology Manager policy whose NUMA choice is known (see the test above),
     held against the replica on a filled cluster of kubelets with CPU manager ``options``; ``novel``
     says whether some refusal (node, CPUs, memory) is one an older form of the rule would not make."""
@@ -129,6 +148,11 @@ def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, op
                            reserved_system_cpus=_second_threads(machine, None if policy == "none" else 0),
                            kube_reserved={"memory": GI}, **static)
     cluster.set_node(NodeSpec("halved"), machine=machine, kubelet_config=config)
+    # And one whose NUMA node 0 keeps one thread of 4 cores: up to 4 CPUs get single threads there,
+    # more go to NUMA node 1 (the lowest that fits), whole cores first. The rule for every NUMA node
+    # with a free CPU does not reach it; the lowest NUMA node's does.
+    cluster.set_node(NodeSpec("quartered"), machine=machine,
+                     kubelet_config=dataclasses.replace(config, reserved_system_cpus=_one_thread_of(machine, 0, 4)))
     refused_on: list[tuple[str, int, int]] = []
     sizes = (2, 3, 4, 6, 8, 12, 16, 24)
     memories = ({"memory": GI},) if memory == "None" else tuple(
@@ -140,6 +164,12 @@ def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, op
     # Its NUMA node 0 has 12 free CPUs, one per core, and over 90 GiB free: pods that fit there get one
     # thread per core.
     assert not [cpus for name, cpus, _ in refused_on if name == "halved" and cpus <= 12]
+    quartered = {cpus for name, cpus, _ in refused_on if name == "quartered"}
+    if policy != "none" and not options:
+        assert 6 in quartered and not [cpus for cpus in quartered if cpus <= 4], sorted(quartered)
+    if novel is None:
+        novel = _some_numa_node_with_free_cpus_without_a_whole_core if policy != "none" and not options \
+            else _some_numa_node_without_a_whole_core
     assert novel(cluster, refused_on), "no refusal the rule's older forms would not make"
 
 
@@ -328,3 +358,37 @@ def test_with_a_static_memory_manager_the_numa_node_both_hint_decides(case: str)
     assert verdict.is_success == (not split), verdict.message
     assert split == (LOWEST in verdict.message)
     assert batch == (not split)
+
+
+def test_a_numa_node_without_free_cpus_does_not_spare_a_packing_kubelet_whose_hint_names_it() -> None:
+    # NUMA node 1's CPUs are all reserved, so its memory is all a container may get there; a pod
+    # holding one CPU and most of NUMA node 0's memory leaves NUMA node 0 three whole free cores. The
+    # Static memory manager can place 3 GiB on NUMA node 1 only, so a best-effort Topology Manager
+    # names NUMA node 1, which has no free CPU: the static CPU manager then takes from every free CPU,
+    # whole cores first. No NUMA node has both the CPUs and the memory (the lowest-fit rule says
+    # nothing) and NUMA node 1 has no whole free core (the rule for every NUMA node says nothing):
+    # every NUMA node with a free CPU has one, and the filter refuses the node.
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
+                                     memory_per_numa=8 * GI)
+    config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1),
+                           kube_reserved={"memory": GI}, **STATIC_MEMORY)
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    hog = Pod("hog", uid="hog", containers=(Container("app", limits={"cpu": 1000, "memory": 6 * GI}),))
+    cluster.add_bound_pod(hog, "n", now=0.0)
+    plugin = registry.create("CPUOrchestration")
+    node = cluster.nodes["n"]
+    counts = _bind_counts_of(plugin._free_mask(node), machine)
+    assert counts[4] == 0 and counts[8] == 6  # NUMA node 1 has no whole free core; NUMA node 0 has 3
+    pod = _spread_pod(1, 2, {"memory": 3 * GI})
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+    assert not verdict.is_success and PACKS in verdict.message and LOWEST not in verdict.message
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    scheduler.table.refresh()
+    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
+    assert not batch[0]
+    admission = node.model.admit(pod, trial=True)
+    assert admission.admitted and admission.containers["app"].hint.numa_nodes == frozenset({1})
+    given = admission.containers["app"].cpuset
+    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core

@@ -581,10 +581,11 @@ def _allocatable_mask(node: NodeRecord) -> int:
     return model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
 
 
-_CPU_COUNTS = 8  # the width of _bind_counts_of's answer
+_CPU_COUNTS = 9  # the width of _bind_counts_of's answer
 _FREE_PER_NUMA = (5, 6)  # its columns holding each NUMA node's free CPUs, one byte each (see _bind_counts_of)
 _WHOLE_NUMA = 7  # its column holding the NUMA nodes with a whole free core, as a bitmask
 _FEWEST_WHOLE = 4  # its column holding the whole-core CPUs of the NUMA node with the fewest
+_FEWEST_WHOLE_OF_FREE = 8  # the same over the NUMA nodes with a free CPU (0 when none has one)
 _BYTE = 255
 _COUNTED_NUMA = 16  # NUMA nodes the per-NUMA columns cover (the first ones)
 # After the CPU counts, a Static memory manager's state (see _memory_counts): per resource of
@@ -600,19 +601,21 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
     """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
     of ``machine``: in all, and on the best NUMA node; the whole-core CPUs of the NUMA node with the
     fewest; then each NUMA node's free CPUs (at most 255 counted), one byte per NUMA node in NUMA-id
-    order over two integers (the first 16 NUMA nodes), and the NUMA nodes with a whole free core as a
-    bitmask, the first 16 too (remembered: most changes of a node leave its free CPUs as they were)."""
+    order over two integers (the first 16 NUMA nodes), the NUMA nodes with a whole free core as a
+    bitmask, the first 16 too, and the whole-core CPUs of the NUMA node with the fewest among those
+    with a free CPU (remembered: most changes of a node leave its free CPUs as they were)."""
     full, spread = _required_masks(free, machine)
     numa_masks = _numa_masks(machine)
     if not numa_masks:
-        return full.bit_count(), 0, spread.bit_count(), 0, 0, 0, 0, 0
+        return full.bit_count(), 0, spread.bit_count(), 0, 0, 0, 0, 0, 0
     full_per_numa = [(full & m).bit_count() for m in numa_masks]
     packed = [0, 0]
     for n, m in enumerate(numa_masks[:16]):
         packed[n // 8] |= min((free & m).bit_count(), _BYTE) << 8 * (n % 8)
     whole = sum(1 << n for n, count in enumerate(full_per_numa[:16]) if count)  # an int64 column: 16 NUMA nodes too
+    fewest_of_free = min((count for count, m in zip(full_per_numa, numa_masks) if free & m), default=0)
     return (full.bit_count(), max(full_per_numa), spread.bit_count(), max((spread & m).bit_count() for m in numa_masks),
-            min(full_per_numa), packed[0], packed[1], whole)
+            min(full_per_numa), packed[0], packed[1], whole, fewest_of_free)
 
 
 def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> str | None:
@@ -622,9 +625,10 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
 
     It will when its CPU manager packs (static, neither ``distribute-cpus-across-cores`` nor
     ``distribute-cpus-across-numa``, cores with 2 or more threads), the container asks for 2 or more
-    CPUs and every NUMA node has a whole free core: upstream's ``takeByTopologyNUMAPacked`` takes
-    whole cores (or whole NUMA nodes and sockets) before single threads, from the CPUs of the
-    NUMA nodes the hint names. Under the Topology Manager's ``none`` policy there is no hint (the
+    CPUs and every NUMA node with a free CPU has a whole free core: upstream's
+    ``takeByTopologyNUMAPacked`` takes whole cores (or whole NUMA nodes and sockets) before single
+    threads, from the free CPUs of the NUMA nodes the hint names (two or more, then), and from every
+    free CPU when those have none (``allocateCPUs``). Under the Topology Manager's ``none`` policy there is no hint (the
     static policy's ``allocateCPUs`` gets a nil affinity) and it takes from every free CPU, so one
     whole free core anywhere on the node is enough. The caller checks the free cores
     (:func:`_whole_core_column` says which count).
@@ -647,7 +651,7 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
                 f"required {SPREAD_BY_PCPUS}")
     if facts.kubelet_packs:
         return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
-                f"NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}")
+                f"NUMA node with a free CPU has a free one), which break the required {SPREAD_BY_PCPUS}")
     return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
             f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
             f"has a free one), which break the required {SPREAD_BY_PCPUS}")
@@ -777,9 +781,14 @@ def _memory_counts(node: NodeRecord) -> tuple[int, ...]:
 
 def _whole_core_column(facts: _NodeFacts) -> int:
     """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
-    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
-    else on the NUMA node with the fewest (4)."""
-    return 0 if facts.kubelet_packs and facts.unhinted else _FEWEST_WHOLE
+    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint;
+    for one with a hint, on the NUMA node with the fewest among those with a free CPU (8: whatever
+    NUMA nodes the hint names, the CPUs it takes there, or elsewhere when they have none free, come
+    from NUMA nodes with a whole free core, two or more of them at once); else on the NUMA node with
+    the fewest (4)."""
+    if facts.kubelet_packs:
+        return 0 if facts.unhinted else _FEWEST_WHOLE_OF_FREE
+    return _FEWEST_WHOLE
 
 
 def _core_masks(machine: Machine) -> list[int]:
