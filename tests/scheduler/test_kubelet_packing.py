@@ -392,3 +392,29 @@ def test_a_numa_node_without_free_cpus_does_not_spare_a_packing_kubelet_whose_hi
     assert admission.admitted and admission.containers["app"].hint.numa_nodes == frozenset({1})
     given = admission.containers["app"].cpuset
     assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
+
+
+@pytest.mark.parametrize("policy", ["none", "best-effort"])
+def test_a_kubelet_distributing_over_numa_nodes_has_only_those_with_free_cpus_to_spread_over(policy: str) -> None:
+    # distribute-cpus-across-numa spreads a container over NUMA nodes that have free CPUs: with NUMA
+    # node 1's CPUs all reserved, 4 CPUs (a core's threads times the NUMA nodes) all go to NUMA node
+    # 0, packed, whole cores first, though NUMA node 1 has no whole free core.
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
+                                     memory_per_numa=8 * GI)
+    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
+                           cpu_manager_options={"distribute-cpus-across-numa": "true"},
+                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1), kube_reserved={"memory": GI})
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    plugin = registry.create("CPUOrchestration")
+    node = cluster.nodes["n"]
+    pod = _spread_pod(1, 4)
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+    assert not verdict.is_success and "whole cores" in verdict.message
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    scheduler.table.refresh()
+    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
+    assert not batch[0]
+    admission = node.model.admit(pod, trial=True)
+    given = admission.containers["app"].cpuset
+    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core

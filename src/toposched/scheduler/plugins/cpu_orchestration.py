@@ -636,9 +636,9 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     With ``distribute-cpus-across-numa`` (without ``full-pcpus-only``, ``align-by-socket`` or
     ``distribute-cpus-across-cores``) it will when the container asks for at least a core's threads
     times the NUMA nodes: ``takeByTopologyNUMADistributed`` splits the CPUs of the hint's NUMA nodes
-    (each with a whole free core, so at least that many) evenly over at most all of them, and takes
-    each node's share, a core's threads or more, with ``takeByTopologyNUMAPacked``, as it does all of
-    them when no split balances.
+    that have free ones (each with a whole free core, so at least that many) evenly over at most all
+    of them, and takes each node's share, a core's threads or more, with ``takeByTopologyNUMAPacked``,
+    as it does all of them when no split balances.
     """
     if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.whole_core_from or not request.containers:
         return None
@@ -654,7 +654,7 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
                 f"NUMA node with a free CPU has a free one), which break the required {SPREAD_BY_PCPUS}")
     return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
             f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
-            f"has a free one), which break the required {SPREAD_BY_PCPUS}")
+            f"with a free CPU has a free one), which break the required {SPREAD_BY_PCPUS}")
 
 
 _HINTED = ("best-effort", "restricted", "single-numa-node")
@@ -781,14 +781,12 @@ def _memory_counts(node: NodeRecord) -> tuple[int, ...]:
 
 def _whole_core_column(facts: _NodeFacts) -> int:
     """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
-    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint;
-    for one with a hint, on the NUMA node with the fewest among those with a free CPU (8: whatever
-    NUMA nodes the hint names, the CPUs it takes there, or elsewhere when they have none free, come
-    from NUMA nodes with a whole free core, two or more of them at once); else on the NUMA node with
-    the fewest (4)."""
-    if facts.kubelet_packs:
-        return 0 if facts.unhinted else _FEWEST_WHOLE_OF_FREE
-    return _FEWEST_WHOLE
+    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
+    else on the NUMA node with the fewest among those with a free CPU (8). A NUMA node without free
+    CPUs gives none: the CPUs come from the hint's NUMA nodes that have free ones (two or more each,
+    then), or from every free CPU when they have none; a kubelet distributing over NUMA nodes shares
+    the count among NUMA nodes with free CPUs only."""
+    return 0 if facts.kubelet_packs and facts.unhinted else _FEWEST_WHOLE_OF_FREE
 
 
 def _core_masks(machine: Machine) -> list[int]:
