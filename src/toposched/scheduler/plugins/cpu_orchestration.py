@@ -628,9 +628,9 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     CPUs and every NUMA node with a free CPU has a whole free core: upstream's
     ``takeByTopologyNUMAPacked`` takes whole cores (or whole NUMA nodes and sockets) before single
     threads, from the free CPUs of the NUMA nodes the hint names (two or more, then), and from every
-    free CPU when those have none (``allocateCPUs``). Under the Topology Manager's ``none`` policy there is no hint (the
-    static policy's ``allocateCPUs`` gets a nil affinity) and it takes from every free CPU, so one
-    whole free core anywhere on the node is enough. The caller checks the free cores
+    free CPU when those have none (``allocateCPUs``). Under the Topology Manager's ``none`` policy
+    there is no hint (the static policy's ``allocateCPUs`` gets a nil affinity) and it takes from
+    every free CPU, so one whole free core anywhere on the node is enough. The caller checks the free cores
     (:func:`_whole_core_column` says which count).
 
     With ``distribute-cpus-across-numa`` (without ``full-pcpus-only``, ``align-by-socket`` or

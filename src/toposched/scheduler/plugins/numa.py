@@ -388,7 +388,7 @@ def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray,
     enforces restricted): the pod's request on pod-scope nodes, each container's on container-scope
     nodes. Only rows where some such request wants more CPUs and more of a memory resource than any
     one zone could hold are read one by one: elsewhere :func:`_narrowest`'s one-zone rule decides."""
-    names, want = request.stacked
+    names, _ = request.stacked
     memory = [j for j, by in enumerate(request.aligned_by) if by == "memory"]
     if "cpu" not in names or not memory or not len(positions):
         return
@@ -428,8 +428,9 @@ def _preferred_widths_differ(values: RowValues, requests: list[list[tuple[int, i
     fewest zones whose CPUs could hold the request (``generateCPUTopologyHints``: the largest zones'
     CPUs, all of them counted); the Static memory manager those as few as the fewest zones whose
     allocatable memory could hold every memory resource asked at once (``calculateHints``). When
-    the two widths differ, no set is preferred by both. CPUs without a capacity in the table (no static CPU
-    manager, or ``align-by-socket``, which prefers socket-aligned wider sets too) decide nothing.
+    the two widths differ, no set is preferred by both. CPUs without a capacity in the table (no
+    static CPU manager, or ``align-by-socket``, which prefers socket-aligned wider sets too) decide
+    nothing.
     """
     zones = [capacity for capacity, valid in zip(values.zcap, values.zvalid) if valid]
     for wants in requests:
