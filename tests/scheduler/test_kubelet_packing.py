@@ -107,22 +107,12 @@ def test_a_kubelet_distributing_over_numa_nodes_packs_the_one_it_takes_from(seed
 
 
 def _some_numa_node_without_a_whole_core(cluster: Cluster, refused_on: list[tuple[str, int, int]]) -> bool:
-    """Whether some refused node has a NUMA node without a whole free core (the rule for every NUMA node
-    would have let it through, to be refused after admission)."""
+    """Whether some refused node has a NUMA node with free CPUs but no whole free core (the rule for
+    every NUMA node with a free CPU would have let it through, to be refused after admission)."""
     plugin = registry.create("CPUOrchestration")
     counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
               for name, _, _ in refused_on]
     return any(c[4] == 0 for c in counts)
-
-
-def _some_numa_node_with_free_cpus_without_a_whole_core(cluster: Cluster, refused_on: list[tuple[str, int, int]]
-                                                        ) -> bool:
-    """Whether some refused node has a NUMA node with free CPUs but no whole free core (the packing
-    rule for every NUMA node with a free CPU would have let it through)."""
-    plugin = registry.create("CPUOrchestration")
-    counts = [_bind_counts_of(plugin._free_mask(cluster.nodes[name]), cluster.nodes[name].model.machine)
-              for name, _, _ in refused_on]
-    return any(c[8] == 0 for c in counts)
 
 
 def _one_thread_of(machine: Machine, numa: int, cores: int) -> CPUSet:
@@ -167,10 +157,8 @@ def _hold_where_the_numa_choice_is_known(seed: int, policy: str, memory: str, op
     quartered = {cpus for name, cpus, _ in refused_on if name == "quartered"}
     if policy != "none" and not options:
         assert 6 in quartered and not [cpus for cpus in quartered if cpus <= 4], sorted(quartered)
-    if novel is None:
-        novel = _some_numa_node_with_free_cpus_without_a_whole_core if policy != "none" and not options \
-            else _some_numa_node_without_a_whole_core
-    assert novel(cluster, refused_on), "no refusal the rule's older forms would not make"
+    assert (novel or _some_numa_node_without_a_whole_core)(cluster, refused_on), \
+        "no refusal the rule's older forms would not make"
 
 
 def _filled_cluster(seed: int, pods: int, policy: Callable[[random.Random], str], options: dict[str, str],
@@ -380,7 +368,7 @@ def test_a_numa_node_without_free_cpus_does_not_spare_a_packing_kubelet_whose_hi
     plugin = registry.create("CPUOrchestration")
     node = cluster.nodes["n"]
     counts = _bind_counts_of(plugin._free_mask(node), machine)
-    assert counts[4] == 0 and counts[8] == 6  # NUMA node 1 has no whole free core; NUMA node 0 has 3
+    assert counts[4] == 6  # NUMA node 1, without a free CPU, is not counted; NUMA node 0 has 3 whole free cores
     pod = _spread_pod(1, 2, {"memory": 3 * GI})
     verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
     assert not verdict.is_success and PACKS in verdict.message and LOWEST not in verdict.message
@@ -417,4 +405,28 @@ def test_a_kubelet_distributing_over_numa_nodes_has_only_those_with_free_cpus_to
     assert not batch[0]
     admission = node.model.admit(pod, trial=True)
     given = admission.containers["app"].cpuset
+    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
+
+
+def test_without_a_hint_a_distributing_kubelet_packs_a_small_count_on_a_numa_node_with_free_cpus() -> None:
+    # Under the policy none, a distributing kubelet takes 2 CPUs (fewer than a NUMA node averages)
+    # from one NUMA node that has them free, packed: NUMA node 1 has no free CPU, so it is NUMA node
+    # 0, whose whole free cores give two threads of one core.
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
+                                     memory_per_numa=8 * GI)
+    config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
+                           cpu_manager_options={"distribute-cpus-across-numa": "true"},
+                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1), kube_reserved={"memory": GI})
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    plugin = registry.create("CPUOrchestration")
+    node = cluster.nodes["n"]
+    pod = _spread_pod(1, 2)
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+    assert not verdict.is_success and "from one NUMA node" in verdict.message
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    scheduler.table.refresh()
+    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
+    assert not batch[0]
+    given = node.model.admit(pod, trial=True).containers["app"].cpuset
     assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core

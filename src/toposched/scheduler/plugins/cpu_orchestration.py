@@ -581,11 +581,10 @@ def _allocatable_mask(node: NodeRecord) -> int:
     return model.machine.online.mask & ~(model.config.reserved_system_cpus or CPUSet()).mask
 
 
-_CPU_COUNTS = 9  # the width of _bind_counts_of's answer
+_CPU_COUNTS = 8  # the width of _bind_counts_of's answer
 _FREE_PER_NUMA = (5, 6)  # its columns holding each NUMA node's free CPUs, one byte each (see _bind_counts_of)
 _WHOLE_NUMA = 7  # its column holding the NUMA nodes with a whole free core, as a bitmask
-_FEWEST_WHOLE = 4  # its column holding the whole-core CPUs of the NUMA node with the fewest
-_FEWEST_WHOLE_OF_FREE = 8  # the same over the NUMA nodes with a free CPU (0 when none has one)
+_FEWEST_WHOLE = 4  # its column: the whole-core CPUs of the NUMA node with the fewest, of those with a free CPU
 _BYTE = 255
 _COUNTED_NUMA = 16  # NUMA nodes the per-NUMA columns cover (the first ones)
 # After the CPU counts, a Static memory manager's state (see _memory_counts): per resource of
@@ -600,22 +599,23 @@ _MEMORY_COUNTS = _GROUPED + 1 - _CPU_COUNTS  # the width of _memory_counts' answ
 def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
     """The CPUs a required FullPCPUs and a required SpreadByPCPUs pod may use among the ``free`` CPUs
     of ``machine``: in all, and on the best NUMA node; the whole-core CPUs of the NUMA node with the
-    fewest; then each NUMA node's free CPUs (at most 255 counted), one byte per NUMA node in NUMA-id
-    order over two integers (the first 16 NUMA nodes), the NUMA nodes with a whole free core as a
-    bitmask, the first 16 too, and the whole-core CPUs of the NUMA node with the fewest among those
-    with a free CPU (remembered: most changes of a node leave its free CPUs as they were)."""
+    fewest among those with a free CPU (0 when none has one: a NUMA node without free CPUs gives the
+    kubelet none to pack); then each NUMA node's free CPUs (at most 255 counted), one byte per NUMA
+    node in NUMA-id order over two integers (the first 16 NUMA nodes), and the NUMA nodes with a whole
+    free core as a bitmask, the first 16 too (remembered: most changes of a node leave its free CPUs
+    as they were)."""
     full, spread = _required_masks(free, machine)
     numa_masks = _numa_masks(machine)
     if not numa_masks:
-        return full.bit_count(), 0, spread.bit_count(), 0, 0, 0, 0, 0, 0
+        return full.bit_count(), 0, spread.bit_count(), 0, 0, 0, 0, 0
     full_per_numa = [(full & m).bit_count() for m in numa_masks]
     packed = [0, 0]
     for n, m in enumerate(numa_masks[:16]):
         packed[n // 8] |= min((free & m).bit_count(), _BYTE) << 8 * (n % 8)
     whole = sum(1 << n for n, count in enumerate(full_per_numa[:16]) if count)  # an int64 column: 16 NUMA nodes too
-    fewest_of_free = min((count for count, m in zip(full_per_numa, numa_masks) if free & m), default=0)
+    fewest = min((count for count, m in zip(full_per_numa, numa_masks) if free & m), default=0)
     return (full.bit_count(), max(full_per_numa), spread.bit_count(), max((spread & m).bit_count() for m in numa_masks),
-            min(full_per_numa), packed[0], packed[1], whole, fewest_of_free)
+            fewest, packed[0], packed[1], whole)
 
 
 def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> str | None:
@@ -667,8 +667,8 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     lowest NUMA node with enough free CPUs for the hint (and, with a Static memory manager, enough
     free memory) has a whole free core; that count (the CPUs the hint is asked for: the pod's peak at
     pod scope, else the container's); and the memory the hint is asked for (None without a Static
-    memory manager), and whether any NUMA node with enough free CPUs will do, each NUMA node then
-    needing a whole free core (:func:`_lowest_fit`'s ``every``). None where it does not apply.
+    memory manager), and whether any NUMA node with enough free CPUs will do, each NUMA node with a
+    free CPU then needing a whole free core (:func:`_lowest_fit`'s ``every``). None where it does not apply.
 
     It applies to packing kubelets (:func:`_kubelet_splits_no_core`) whose Topology Manager policy
     is best-effort, restricted or single-numa-node, for a pod without extended resources, and to
@@ -695,7 +695,7 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
     to ``takeByTopologyNUMADistributed``. For a count up to the CPUs a NUMA node averages (so the
     fewest NUMA nodes worth trying is 1), a NUMA node with that many free CPUs is a combination it
     accepts, of which it takes the best balanced and packs the count there; which one is not known
-    here, so every NUMA node must have a whole free core.
+    here, so every NUMA node with a free CPU must have a whole free core.
     """
     if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not request.containers:
         return None
@@ -705,7 +705,8 @@ def _kubelet_names_a_split_numa_node(verdict: _Verdict, request: _Request, facts
             return None
         return (f"the kubelet's CPU manager would give container {name} whole cores (its Topology Manager names no "
                 f"NUMA node, and it takes {count} CPUs from one NUMA node that has them free when one has, whole cores "
-                f"first, and every NUMA node has a free one), which break the required {SPREAD_BY_PCPUS}"), count, None, True
+                f"first, and every NUMA node with a free CPU has a free one), which break the required "
+                f"{SPREAD_BY_PCPUS}"), count, None, True
     if not (facts.lowest_fit or facts.memory_fit) or request.devices:
         return None
     if count < _PACKED_SPLIT_FROM:
@@ -728,7 +729,8 @@ def _lowest_fit(counts: np.ndarray, hinted: int, memory: tuple[int, ...] | None 
     """Per row of :func:`_bind_counts_of` answers (rows x its width; with ``memory``, followed by
     :func:`_memory_counts`'): some NUMA node has ``hinted`` free CPUs (and, with ``memory``, is
     outside any multi-NUMA group with that many bytes free of each of _MEMORY_RESOURCES), and the
-    lowest such one has a whole free core (with ``every``: every NUMA node has one)."""
+    lowest such one has a whole free core (with ``every``: every NUMA node with a free CPU has one,
+    the one taken from among them)."""
     # Little-endian whatever the machine: byte k of a column is NUMA node k (of the column's eight).
     free = np.ascontiguousarray(counts[:, _FREE_PER_NUMA[0]:_FREE_PER_NUMA[1] + 1], dtype="<i8").view(np.uint8)
     fits = free >= hinted
@@ -782,11 +784,11 @@ def _memory_counts(node: NodeRecord) -> tuple[int, ...]:
 def _whole_core_column(facts: _NodeFacts) -> int:
     """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
     reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
-    else on the NUMA node with the fewest among those with a free CPU (8). A NUMA node without free
+    else on the NUMA node with the fewest among those with a free CPU (4). A NUMA node without free
     CPUs gives none: the CPUs come from the hint's NUMA nodes that have free ones (two or more each,
     then), or from every free CPU when they have none; a kubelet distributing over NUMA nodes shares
     the count among NUMA nodes with free CPUs only."""
-    return 0 if facts.kubelet_packs and facts.unhinted else _FEWEST_WHOLE_OF_FREE
+    return 0 if facts.kubelet_packs and facts.unhinted else _FEWEST_WHOLE
 
 
 def _core_masks(machine: Machine) -> list[int]:
