@@ -348,85 +348,59 @@ def test_with_a_static_memory_manager_the_numa_node_both_hint_decides(case: str)
     assert batch == (not split)
 
 
+def _numa_node_1_reserved(policy: str, options: dict[str, str], **memory: Any) -> Cluster:
+    """One node of 2 NUMA nodes of 4 two-thread cores and 8 GiB, every CPU of NUMA node 1 reserved."""
+    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
+                                     memory_per_numa=8 * GI)
+    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static", cpu_manager_options=options,
+                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1),
+                           kube_reserved={"memory": GI}, **memory)
+    cluster = Cluster()
+    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
+    return cluster
+
+
+def _refused_and_split(cluster: Cluster, pod: Pod, wording: str) -> tuple[str, Any]:
+    """Both forms of the filter refuse ``pod`` on node ``n`` with ``wording``, and the replica admits it
+    with two threads of one core for its container; returns the refusal and the admission."""
+    plugin = registry.create("CPUOrchestration")
+    node = cluster.nodes["n"]
+    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+    assert not verdict.is_success and wording in verdict.message, verdict.message
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    scheduler.table.refresh()
+    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
+    assert not batch[0]
+    admission = node.model.admit(pod, trial=True)
+    given = admission.containers["app"].cpuset
+    assert len({node.model.machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
+    return verdict.message, admission
+
+
 def test_a_numa_node_without_free_cpus_does_not_spare_a_packing_kubelet_whose_hint_names_it() -> None:
     # NUMA node 1's CPUs are all reserved, so its memory is all a container may get there; a pod
     # holding one CPU and most of NUMA node 0's memory leaves NUMA node 0 three whole free cores. The
     # Static memory manager can place 3 GiB on NUMA node 1 only, so a best-effort Topology Manager
     # names NUMA node 1, which has no free CPU: the static CPU manager then takes from every free CPU,
     # whole cores first. No NUMA node has both the CPUs and the memory (the lowest-fit rule says
-    # nothing) and NUMA node 1 has no whole free core (the rule for every NUMA node says nothing):
-    # every NUMA node with a free CPU has one, and the filter refuses the node.
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
-                                     memory_per_numa=8 * GI)
-    config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static",
-                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1),
-                           kube_reserved={"memory": GI}, **STATIC_MEMORY)
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-    hog = Pod("hog", uid="hog", containers=(Container("app", limits={"cpu": 1000, "memory": 6 * GI}),))
-    cluster.add_bound_pod(hog, "n", now=0.0)
-    plugin = registry.create("CPUOrchestration")
+    # nothing); every NUMA node with a free CPU has a whole free core, and the filter refuses the node.
+    cluster = _numa_node_1_reserved("best-effort", {}, **STATIC_MEMORY)
+    cluster.add_bound_pod(Pod("hog", uid="hog", containers=(Container("app", limits={"cpu": 1000, "memory": 6 * GI}),)),
+                          "n", now=0.0)
     node = cluster.nodes["n"]
-    counts = _bind_counts_of(plugin._free_mask(node), machine)
+    counts = _bind_counts_of(registry.create("CPUOrchestration")._free_mask(node), node.model.machine)
     assert counts[4] == 6  # NUMA node 1, without a free CPU, is not counted; NUMA node 0 has 3 whole free cores
-    pod = _spread_pod(1, 2, {"memory": 3 * GI})
-    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
-    assert not verdict.is_success and PACKS in verdict.message and LOWEST not in verdict.message
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    scheduler.table.refresh()
-    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
-    assert not batch[0]
-    admission = node.model.admit(pod, trial=True)
-    assert admission.admitted and admission.containers["app"].hint.numa_nodes == frozenset({1})
-    given = admission.containers["app"].cpuset
-    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
+    refusal, admission = _refused_and_split(cluster, _spread_pod(1, 2, {"memory": 3 * GI}), PACKS)
+    assert LOWEST not in refusal and admission.containers["app"].hint.numa_nodes == frozenset({1})
 
 
-@pytest.mark.parametrize("policy", ["none", "best-effort"])
-def test_a_kubelet_distributing_over_numa_nodes_has_only_those_with_free_cpus_to_spread_over(policy: str) -> None:
+@pytest.mark.parametrize(("policy", "cpus", "wording"), [("none", 4, DISTRIBUTES), ("best-effort", 4, "whole cores"),
+                                                         ("none", 2, "from one NUMA node")])
+def test_a_kubelet_distributing_over_numa_nodes_has_only_those_with_free_cpus_to_spread_over(
+        policy: str, cpus: int, wording: str) -> None:
     # distribute-cpus-across-numa spreads a container over NUMA nodes that have free CPUs: with NUMA
     # node 1's CPUs all reserved, 4 CPUs (a core's threads times the NUMA nodes) all go to NUMA node
-    # 0, packed, whole cores first, though NUMA node 1 has no whole free core.
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
-                                     memory_per_numa=8 * GI)
-    config = KubeletConfig(topology_manager_policy=policy, cpu_manager_policy="static",
-                           cpu_manager_options={"distribute-cpus-across-numa": "true"},
-                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1), kube_reserved={"memory": GI})
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-    plugin = registry.create("CPUOrchestration")
-    node = cluster.nodes["n"]
-    pod = _spread_pod(1, 4)
-    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
-    assert not verdict.is_success and "whole cores" in verdict.message
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    scheduler.table.refresh()
-    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
-    assert not batch[0]
-    admission = node.model.admit(pod, trial=True)
-    given = admission.containers["app"].cpuset
-    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
-
-
-def test_without_a_hint_a_distributing_kubelet_packs_a_small_count_on_a_numa_node_with_free_cpus() -> None:
-    # Under the policy none, a distributing kubelet takes 2 CPUs (fewer than a NUMA node averages)
-    # from one NUMA node that has them free, packed: NUMA node 1 has no free CPU, so it is NUMA node
-    # 0, whose whole free cores give two threads of one core.
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c % 8, "socket": 0, "numa": c % 8 // 4} for c in range(16)],
-                                     memory_per_numa=8 * GI)
-    config = KubeletConfig(topology_manager_policy="none", cpu_manager_policy="static",
-                           cpu_manager_options={"distribute-cpus-across-numa": "true"},
-                           reserved_system_cpus=CPUSet(c for c in range(16) if c % 8 // 4 == 1), kube_reserved={"memory": GI})
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-    plugin = registry.create("CPUOrchestration")
-    node = cluster.nodes["n"]
-    pod = _spread_pod(1, 2)
-    verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
-    assert not verdict.is_success and "from one NUMA node" in verdict.message
-    scheduler = Scheduler(cluster, load_profile("toposched"))
-    scheduler.table.refresh()
-    batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, scheduler.table, np.arange(scheduler.table.size))
-    assert not batch[0]
-    given = node.model.admit(pod, trial=True).containers["app"].cpuset
-    assert len({machine.cpu(c).core_id for c in given}) < len(given)  # two threads of one core
+    # 0, packed, whole cores first, though NUMA node 1 has no whole free core. Without a hint, 2 CPUs
+    # (fewer than a NUMA node averages) are packed on one NUMA node that has them free: NUMA node 0.
+    cluster = _numa_node_1_reserved(policy, {"distribute-cpus-across-numa": "true"})
+    _refused_and_split(cluster, _spread_pod(1, cpus), wording)
