@@ -47,6 +47,9 @@ _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
 
 
+_Plan = tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]  # see AlignedRequest.plan
+
+
 class AlignedRequest:
     """What of a pod the kubelet pins to NUMA nodes: exclusive CPUs, memory/hugepages, devices.
 
@@ -91,6 +94,22 @@ class AlignedRequest:
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
         self.memory_rows = [(i, [(j, want[j]) for j in memory if want[j]]) for i, want in enumerate(self.stacked_lists)
                             if any(want[j] for j in memory)]
+        self._plans: dict[tuple[tuple[int, ...], bool, bool], _Plan] = {}
+
+    def plan(self, cols: list[int], cpu_static: bool, mem_static: bool) -> _Plan:
+        """The (zone column, amount) pairs to check on a node with these managers, per request of
+        ``stacked`` and for the pod's request across zones, leaving out what the node does not align;
+        ``cols`` is the zone column of each of ``stacked``'s names. Kept per columns and managers."""
+        key = (tuple(cols), cpu_static, mem_static)
+        plan = self._plans.get(key)
+        if plan is None:
+            names, _ = self.stacked
+            kept = [aligns(by, cpu_static, mem_static) for by in self.aligned_by]
+            per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in self.stacked_lists]
+            pod_wants = [(cols[names.index(name)], want) for name, want in self.pod.items()
+                         if aligns(_aligned_by(name), cpu_static, mem_static)]
+            plan = self._plans[key] = (per_request, pod_wants)
+        return plan
 
     def _of(self, pod: Pod, container: Container) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -395,23 +414,27 @@ def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray,
     cpu = names.index("cpu")
     at = rows[positions]
     widest_cpu = take_rows(table.zone_capacity_max("cpu"), at)
+    # Per request asking for both: the rows one zone's CPUs cannot hold it on (a row without a CPU
+    # capacity decides nothing); most pods fit a zone everywhere and stop here.
+    wide_cpu = {i: (needs[cpu] > widest_cpu) & (widest_cpu > 0) for i, needs in enumerate(request.stacked_lists)
+                if needs[cpu] and any(needs[j] for j in memory)}
+    wide_cpu = {i: wide for i, wide in wide_cpu.items() if wide.any()}
+    if not wide_cpu:
+        return
     widest_memory = {j: take_rows(table.zone_capacity_max(names[j]), at) for j in memory}
     pod_scope = take_rows(table.view("pod_scope"), at)
     both = np.zeros(len(at), dtype=bool)
-    for i, needs in enumerate(request.stacked_lists):
-        if not needs[cpu] or not any(needs[j] for j in memory):
-            continue
-        wide = (needs[cpu] > widest_cpu) & (widest_cpu > 0)
+    for i, wide in wide_cpu.items():
+        needs = request.stacked_lists[i]
         wide &= np.logical_or.reduce([needs[j] > widest_memory[j] for j in memory if needs[j]])
         both |= wide & (pod_scope if i == 0 else ~pod_scope)
     if not both.any():
         return
     cols = [table.zone_column(name) for name in names]
-    pod_cols = {name: table.zone_column(name) for name in request.pod}
     memory_cols = {cols[j] for j in memory}
     for p in np.flatnonzero(both).tolist():
         position, row = int(positions[p]), int(at[p])
-        per_request, _ = _alignment_plan(request, cols, pod_cols, bool(cpu_static[position]), bool(mem_static[position]))
+        per_request, _ = request.plan(cols, bool(cpu_static[position]), bool(mem_static[position]))
         scoped = per_request[:1] if pod_scope[p] else per_request[1:]
         if _preferred_widths_differ(table.row_values(row), scoped, cols[cpu], memory_cols):
             ok[position] = False
@@ -637,9 +660,6 @@ class NUMAAlignment:
         reason = f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes"
         names, _ = request.stacked
         cols = [table.zone_column(name) for name in names]
-        pod_cols = {name: table.zone_column(name) for name in request.pod}
-        # Per (static CPU manager, Static memory manager): what must be checked, exempt resources left out.
-        plans: dict[tuple[bool, bool], tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]] = {}
         memory_cols = {col for col, by in zip(cols, request.aligned_by) if by == "memory"}
         cpu_col = table.zone_column("cpu") if "cpu" in names else -1
         out = []
@@ -652,11 +672,7 @@ class NUMAAlignment:
                 continue
             effective = policy if policy > 0 else pod_code
             if ok and values.topology and effective in (_SINGLE, _RESTRICTED):
-                flags = (values.cpu_static, values.mem_static)
-                plan = plans.get(flags)
-                if plan is None:
-                    plan = plans[flags] = _alignment_plan(request, cols, pod_cols, *flags)
-                per_request, pod_wants = plan
+                per_request, pod_wants = request.plan(cols, values.cpu_static, values.mem_static)
                 scoped = per_request[:1] if values.pod_scope else per_request[1:]
                 if effective == _SINGLE:
                     ok = all(_one_zone_holds(values, wants) for wants in scoped)
@@ -692,16 +708,6 @@ def _conflict(intent: PodIntent, node_code: int) -> Refusal:
     another one (the per-node filter's words, without where the node's policy was read)."""
     return Refusal(f"{REASON_POLICY_MISMATCH}: the pod asks for {intent.numa_policy} ({intent.numa_policy_source}), "
                    f"the node enforces {_POLICY_NAMES[node_code]}")
-
-
-def _alignment_plan(request: AlignedRequest, cols: list[int], pod_cols: Mapping[str, int], cpu_static: bool,
-                    mem_static: bool) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]:
-    """The (zone column, amount) pairs to check, per request of ``request.stacked`` and for the pod's
-    request across zones, leaving out what a node with these managers does not align."""
-    kept = [aligns(by, cpu_static, mem_static) for by in request.aligned_by]
-    per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in request.stacked_lists]
-    pod_wants = [(pod_cols[name], want) for name, want in request.pod.items() if aligns(_aligned_by(name), cpu_static, mem_static)]
-    return per_request, pod_wants
 
 
 def _restricted_holds(values: RowValues, wants: list[tuple[int, int]], memory_cols: set[int]) -> bool:
