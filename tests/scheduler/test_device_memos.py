@@ -62,6 +62,7 @@ def test_kept_gpu_views_and_remembered_choices_are_fresh_ones(data: st.DataObjec
     scheduler = Scheduler(cluster_of(3), load_profile("toposched"))
     cluster = scheduler.cluster
     gpu_share, locality = plugin(scheduler, "GPUShare"), plugin(scheduler, "DeviceLocality")
+    judge = scheduler.runner.filters_few[scheduler.runner.filters.index(gpu_share)]  # derived from the batch form
     placed: list[Pod] = []
     for i in range(12):
         pod = data.draw(gpu_pods(f"p{i}"), label=f"pod {i}")
@@ -80,6 +81,7 @@ def test_kept_gpu_views_and_remembered_choices_are_fresh_ones(data: st.DataObjec
             if "nvidia.com/gpu" in other.containers[0].limits:
                 cluster.add_bound_pod(other, f"gpu{i % 3}", now=float(i))
         state = CycleState(cluster=cluster)
+        scheduler.table.refresh()
         probe = data.draw(gpu_pods("probe"), label="probe")
         for p in scheduler.profile.pre_filters:
             p.pre_filter(state, probe)
@@ -87,13 +89,13 @@ def test_kept_gpu_views_and_remembered_choices_are_fresh_ones(data: st.DataObjec
             kept, fresh = gpu_share._gpus(cluster, node), _NodeGPUs(node, gpu_share.default_memory)
             assert (kept.state, kept.busy, kept.free) == (fresh.state, fresh.busy, fresh.free), node.name
             share = state.get("GPUShare.request")
-            verdict = gpu_share.filter(state, probe, node)
+            reason = judge(state, probe, [scheduler.table.index[node.name]])[0]
             if share is not None:  # the refusal is what the chooser says of the GPUs not held whole
                 free = [d.id for d in fresh.state.devices if d.id not in fresh.busy]
                 choice = fresh.state.choose(share, candidates=free, policy=gpu_share.policy)
-                assert verdict.is_success == (not isinstance(choice, Refusal)), node.name
-                if not verdict.is_success:
-                    assert verdict.message == choice.reason
+                assert (reason is None) == (not isinstance(choice, Refusal)), node.name
+                if reason is not None:
+                    assert str(reason) == choice.reason
             request, scope = locality._request(state, probe)
             if request and any(node.inventory.of_resource(r) for r in request):
                 fresh = choose_devices(node.inventory, request, free_devices(node, request), scope=scope)

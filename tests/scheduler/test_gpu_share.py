@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.plugins import gpu_share
 from toposched.scheduler.plugins.gpu_rows import GPURows
-from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, GPUShare, node_gpu_state
+from toposched.scheduler.plugins.gpu_share import DEVICE_ALLOCATED, GPUShare, gpus_with_shares, node_gpu_state
 from toposched.scheduler.profile_setup import load_profile
 from toposched.sim.hardware import load_hardware_profile
 from toposched.topology.hwloc import read_hwloc_xml
@@ -105,8 +106,8 @@ def test_a_whole_gpu_pod_is_filtered_out_where_every_gpu_the_kubelet_could_pick_
 
 def test_a_whole_gpu_pod_is_refused_where_the_kubelet_would_hand_out_a_shared_gpu():
     # Guaranteed shares of 60% sit on NUMA node 0 with their CPUs, one per GPU: all four GPUs
-    # there hold shares. Four clean GPUs remain on NUMA node 1, so the filter passes the node, but
-    # the kubelet's Topology Manager picks NUMA node 0 for a 1-GPU pod and hands out a shared GPU.
+    # there hold shares. Four clean GPUs remain on NUMA node 1, but the kubelet's Topology Manager
+    # picks NUMA node 0 for a 1-GPU pod (the lowest that can hold it) and hands out a shared GPU.
     sched = g4dn_scheduler()
     numa_of = {d.address: d.numa_id for d in sched.cluster.nodes["g4dn"].model.machine.devices}
     for i in range(4):
@@ -114,9 +115,14 @@ def test_a_whole_gpu_pod_is_refused_where_the_kubelet_would_hand_out_a_shared_gp
         decision = sched.schedule(pod, 0.0)
         sched.bound(pod, 0.0)
         assert [numa_of[g] for g in decision.placement.devices()["koordinator.sh/gpu"]] == [0]
-    decision = sched.schedule(whole_gpu_pod("w", 1), 0.0)
+    pod = whole_gpu_pod("w", 1)
+    decision = sched.schedule(pod, 0.0)
     assert decision.node is None
-    assert "holds shares of other pods" in decision.message and "kubelet would hand out GPU" in decision.message
+    # The filter foresees it; Reserve (the replica's admission and the confirm hooks) says the same.
+    assert decision.reasons == {"needs 1 nvidia.com/gpu; the kubelet would align the pod to the lowest NUMA node that "
+                                "can hold it, where it would hand out a GPU that holds shares of other pods": 1}
+    state, _ = sched.runner.pre_filter(pod)
+    assert "kubelet would hand out GPU" in sched.runner.reserve(state, pod, "g4dn", 0.0)
 
 
 def test_shares_take_the_gpus_the_kubelet_hands_out_last():
@@ -184,10 +190,12 @@ def test_the_remembered_gpu_state_is_the_one_rebuilt_from_the_ledger(steps):
 
 
 def test_a_node_that_refused_a_pod_shape_is_not_tried_again_until_it_changes():
+    # A best-effort kubelet: the filter does not judge its pick of GPUs, so the refusal comes at Reserve.
     machine = read_hwloc_xml(shared_path("topologies", "hwloc", "g4dnmetal.xml"))
     cluster = Cluster()
+    config = KubeletConfig(topology_manager_policy="best-effort", cpu_manager_policy="static")
     for name in ("a", "b"):
-        cluster.set_node(NodeSpec(name), machine=machine, kubelet_config=CONFIG)
+        cluster.set_node(NodeSpec(name), machine=machine, kubelet_config=config)
     sched = Scheduler(cluster, load_profile("toposched"))
     for i in range(4):  # as above: every GPU of a's NUMA node 0 holds a share
         pod = share_pod(f"p{i}", 60, guaranteed=True)
@@ -221,10 +229,12 @@ def gpu_rows_equal(kept: GPURows, fresh: GPURows) -> None:
             a = np.pad(a, ((0, 0), (0, width - a.shape[1])))
             b = np.pad(b, ((0, 0), (0, width - b.shape[1])))
         assert np.array_equal(a, b), name
-    assert kept.whole.keys() == fresh.whole.keys()
+    assert kept.whole.keys() == fresh.whole.keys() and kept.devices.keys() == fresh.devices.keys()
     for resource in kept.whole:
         for a, b in zip(kept.whole[resource], fresh.whole[resource]):
             assert np.array_equal(a, b), resource
+    for resource in kept.devices:
+        assert np.array_equal(kept.devices[resource], fresh.devices[resource]), resource
 
 
 @settings(max_examples=30, deadline=None)
@@ -264,31 +274,39 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
         gpu_rows_equal(kept, fresh)
 
 
-def gpu8x_scheduler(policy: str = "restricted", scope: str = "pod") -> Scheduler:
-    """One ``gpu-8x`` node (2 NUMA nodes, 4 GPUs on each) whose kubelet enforces ``policy``."""
+def gpu8x_scheduler(policy: str = "restricted", scope: str = "pod", cpu: str = "static",
+                    cpu_options: dict[str, str] | None = None, memory: str = "None") -> Scheduler:
+    """One ``gpu-8x`` node (2 NUMA nodes, 4 GPUs and 2 RDMA HCAs on each) whose kubelet enforces
+    ``policy``, with these CPU manager (policy, options) and memory manager policies."""
     import dataclasses
 
     gpu = load_hardware_profile("gpu-8x")
-    config = dataclasses.replace(gpu.kubelet, topology_manager_policy=policy, topology_manager_scope=scope)
+    reserved = gpu.kubelet.kube_reserved["memory"] + gpu.kubelet.system_reserved["memory"] + gpu.kubelet.eviction_memory
+    config = dataclasses.replace(gpu.kubelet, topology_manager_policy=policy, topology_manager_scope=scope,
+                                 cpu_manager_policy=cpu, cpu_manager_options=cpu_options or {},
+                                 reserved_system_cpus=gpu.kubelet.reserved_system_cpus if cpu == "static" else None,
+                                 memory_manager_policy=memory,
+                                 reserved_memory={0: {"memory": reserved}} if memory == "Static" else {})
     cluster = Cluster()
     cluster.set_node(NodeSpec("n"), machine=gpu.machine, kubelet_config=config,
                      device_plugins={r: list(d) for r, d in (gpu.device_plugins or {}).items()})
     return Scheduler(cluster, load_profile("toposched"))
 
 
-def gpu_verdicts(sched: Scheduler, pod: Pod) -> tuple[str | None, str | None, str | None]:
-    """GPUShare's reason on node ``n`` from its batch form, its few-rows form and its per-node form (None: passes)."""
+def gpu_verdicts(sched: Scheduler, pod: Pod) -> tuple[str | None, str | None]:
+    """GPUShare's reason on node ``n`` from its batch form and from the few-rows form the runner
+    derives from it (None: passes)."""
     from toposched.scheduler.framework import CycleState
 
-    plugin = next(p for p in sched.runner.filters if p.name == "GPUShare")
+    index = next(i for i, p in enumerate(sched.runner.filters) if p.name == "GPUShare")
+    plugin = sched.runner.filters[index]
     table = sched.table
     table.refresh()
     rows = np.array([table.index["n"]])
     mask, reasons = plugin.filter_all(CycleState(cluster=sched.cluster), pod, table, rows)
     batch = None if mask[0] else (reasons if isinstance(reasons, str) else reasons[0])
-    few = plugin.filter_few(CycleState(cluster=sched.cluster), pod, table, rows.tolist())[0]
-    status = plugin.filter(CycleState(cluster=sched.cluster), pod, sched.cluster.nodes["n"])
-    return batch, few, None if status.is_success else status.message
+    few = sched.runner.filters_few[index](CycleState(cluster=sched.cluster), pod, rows.tolist())[0]
+    return batch, few
 
 
 def exact_refusal(sched: Scheduler, pod: Pod) -> str | None:
@@ -317,42 +335,152 @@ def test_a_whole_gpu_pod_is_filtered_out_where_each_numa_nodes_pick_holds_shares
     # has two free, and the kubelet's first two there are 93 and 94, which holds a share.
     reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
               "holds shares of other pods")
-    assert gpu_verdicts(sched, whole_gpu_pod("p", 2)) == (reason, reason, reason)
+    assert gpu_verdicts(sched, whole_gpu_pod("p", 2)) == (reason, reason)
     assert "would hand out GPU 0000:94:00.0" in exact_refusal(sched, whole_gpu_pod("p", 2))
     # One GPU: NUMA node 0's pick (34) is clean, so the filter cannot say; two GPUs wanted by
     # two containers are not judged by the one-node pick either.
-    assert gpu_verdicts(sched, whole_gpu_pod("q", 1)) == (None, None, None)
+    assert gpu_verdicts(sched, whole_gpu_pod("q", 1)) == (None, None)
     two = Pod("t", uid="t", containers=tuple(Container(f"c{i}", limits={"cpu": 1000, "memory": GI, "nvidia.com/gpu": 1})
                                              for i in range(2)))
-    assert gpu_verdicts(sched, two) == (None, None, None)
+    assert gpu_verdicts(sched, two) == (None, None)
     # A kubelet that does not align devices to one NUMA node may hand out 34 and 93.
     loose = gpu8x_scheduler("best-effort")
     for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [whole_gpu_pod("w", 3)]:
         loose.schedule(pod, 0.0)
         loose.bound(pod, 0.0)
-    assert gpu_verdicts(loose, whole_gpu_pod("p", 2)) == (None, None, None)
+    assert gpu_verdicts(loose, whole_gpu_pod("p", 2)) == (None, None)
 
 
-@settings(max_examples=40, deadline=None)
+def device_pod(name: str, gpus: int = 0, hcas: int = 0, cpus: int = 1, sidecar_cpus: int = 0) -> Pod:
+    """A Guaranteed pod of whole CPUs asking for GPUs and RDMA HCAs in one container (and for CPUs
+    only in a second one, with ``sidecar_cpus``)."""
+    def limits(gpus: int, hcas: int, cpus: int) -> dict[str, int]:
+        out = {"cpu": cpus * 1000, "memory": GI}
+        out.update({k: v for k, v in (("nvidia.com/gpu", gpus), ("rdma/hca", hcas)) if v})
+        return out
+    containers = [Container("c", limits=limits(gpus, hcas, cpus))]
+    if sidecar_cpus:
+        containers.append(Container("side", limits=limits(0, 0, sidecar_cpus)))
+    return Pod(name, uid=name, containers=tuple(containers))
+
+
+def test_the_one_node_pick_is_taken_where_the_pods_other_aligned_requests_fit():
+    # Shares sit on b4, b3 and 94 (NUMA node 1). A pod holding both RDMA HCAs of NUMA node 0
+    # leaves NUMA node 0 four clean GPUs and no HCA.
+    sched = gpu8x_scheduler()
+    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("h", hcas=2)]:
+        assert sched.schedule(pod, 0.0).node == "n"
+        sched.bound(pod, 0.0)
+    reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
+              "holds shares of other pods")
+    # 2 GPUs and an HCA: the only preferred hint is NUMA node 1, where the kubelet hands out 93 and 94.
+    both = device_pod("p", gpus=2, hcas=1)
+    assert gpu_verdicts(sched, both) == (reason, reason)
+    assert "would hand out GPU 0000:94:00.0" in exact_refusal(sched, both)
+    # Without the HCA, NUMA node 0 serves the GPUs, clean.
+    assert gpu_verdicts(sched, device_pod("q", gpus=2)) == (None, None)
+    assert exact_refusal(sched, device_pod("q", gpus=2)) is None
+
+
+def test_the_one_node_pick_is_taken_where_the_pods_cpus_fit():
+    # A 70-CPU pod fills NUMA node 0's CPUs (80 threads, one reserved); shares sit on NUMA node 1.
+    sched = gpu8x_scheduler()
+    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("big", cpus=70)]:
+        assert sched.schedule(pod, 0.0).node == "n"
+        sched.bound(pod, 0.0)
+    reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
+              "holds shares of other pods")
+    wide = device_pod("p", gpus=2, cpus=20)
+    assert gpu_verdicts(sched, wide) == (reason, reason)
+    assert "would hand out GPU 0000:94:00.0" in exact_refusal(sched, wide)
+    narrow = device_pod("q", gpus=2, cpus=4)
+    assert gpu_verdicts(sched, narrow) == (None, None)
+    assert exact_refusal(sched, narrow) is None
+    # CPUs in a second container: at pod scope the hint must hold them all, at container scope
+    # only the GPUs' container's.
+    apart = device_pod("r", gpus=2, cpus=4, sidecar_cpus=16)
+    assert gpu_verdicts(sched, apart) == (reason, reason)
+    assert exact_refusal(sched, apart) is not None
+    per_container = gpu8x_scheduler(scope="container")
+    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("big", cpus=70)]:
+        assert per_container.schedule(pod, 0.0).node == "n"
+        per_container.bound(pod, 0.0)
+    assert gpu_verdicts(per_container, apart) == (None, None)
+    assert exact_refusal(per_container, apart) is None
+    assert gpu_verdicts(per_container, wide) == (reason, reason)
+
+
+@pytest.mark.parametrize("scope", ["pod", "container"])
+def test_the_kubelet_aligns_the_pod_to_the_lowest_numa_node_that_holds_it(scope):
+    # Guaranteed shares sit on their NUMA node (0), on the GPUs the kubelet hands out last: 34, 33,
+    # 14, then 13. NUMA node 1's GPUs are clean, but the kubelet prefers NUMA node 0 where both
+    # could hold the pod, and hands out 13 and 14 there.
+    sched = gpu8x_scheduler(scope=scope)
+    for i in range(4):
+        pod = share_pod(f"s{i}", 60, guaranteed=True)
+        assert sched.schedule(pod, 0.0).node == "n"
+        sched.bound(pod, 0.0)
+    assert gpus_with_shares(node_gpu_state(sched.cluster.nodes["n"])) == {
+        "0000:13:00.0", "0000:14:00.0", "0000:33:00.0", "0000:34:00.0"}
+    reason = ("needs 2 nvidia.com/gpu; the kubelet would align the pod to the lowest NUMA node that can hold it, where "
+              "it would hand out a GPU that holds shares of other pods")
+    pod = device_pod("p", gpus=2)
+    assert gpu_verdicts(sched, pod) == (reason, reason)
+    assert "would hand out GPU 0000:13:00.0" in exact_refusal(sched, pod)
+    # Too many CPUs for NUMA node 0 (79 threads, 8 of them held): the kubelet takes NUMA node 1.
+    wide = device_pod("q", gpus=2, cpus=75)
+    assert gpu_verdicts(sched, wide) == (None, None)
+    assert exact_refusal(sched, wide) is None
+    # A second container with CPUs: at container scope the GPUs' container is not the only one
+    # with something to align, so the filter cannot say which NUMA node it gets.
+    two = device_pod("r", gpus=2, sidecar_cpus=2)
+    assert gpu_verdicts(sched, two) == ((reason, reason) if scope == "pod" else (None, None))
+    assert exact_refusal(sched, two) is not None
+
+
+def test_the_lowest_numa_node_is_not_read_where_the_cpus_preferred_hints_are_not_known():
+    # align-by-socket: the CPU manager also prefers socket-aligned sets, so the table counts no CPU
+    # capacity per zone and the CPUs' hints are not read. NUMA node 0 has 1 CPU free after the
+    # shares and a 70-CPU pod, so a 4-CPU pod's hint is NUMA node 1, whose GPUs are clean.
+    sched = gpu8x_scheduler(cpu_options={"align-by-socket": "true"})
+    for pod in [share_pod(f"s{i}", 60, guaranteed=True) for i in range(4)] + [device_pod("big", cpus=70)]:
+        assert sched.schedule(pod, 0.0).node == "n"
+        sched.bound(pod, 0.0)
+    pod = device_pod("p", gpus=2, cpus=4)
+    assert exact_refusal(sched, pod) is None
+    assert gpu_verdicts(sched, pod) == (None, None)
+
+
+@settings(max_examples=120, deadline=None)
 @given(st.sampled_from(["restricted", "single-numa-node"]), st.sampled_from(["pod", "container"]),
-       st.lists(st.tuples(st.booleans(), st.integers(1, 3), st.integers(20, 100), st.booleans()), max_size=10),
-       st.integers(1, 4))
-def test_the_one_node_pick_rule_only_refuses_what_the_kubelet_refuses(policy, scope, steps, probe):
-    """On a gpu-8x node whose kubelet aligns devices to one NUMA node, after random shares and
-    whole-GPU pods (some leaving), GPUShare's three forms agree on a whole-GPU pod, and where they
-    refuse it, Reserve (the replica's admission and the confirm hooks) refuses it too."""
-    sched = gpu8x_scheduler(policy, scope)
+       st.lists(st.tuples(st.sampled_from(["share", "whole", "hca", "cpu"]), st.integers(1, 3), st.integers(20, 100),
+                          st.booleans()), max_size=10),
+       st.integers(1, 4), st.integers(0, 2), st.integers(1, 60), st.integers(0, 30),
+       st.sampled_from(["static", "static", "none"]), st.sampled_from(["", "full-pcpus-only", "align-by-socket"]),
+       st.sampled_from(["None", "Static"]))
+def test_the_one_node_pick_rule_only_refuses_what_the_kubelet_refuses(policy, scope, steps, gpus, hcas, cpus, sidecar,
+                                                                      cpu, option, memory):
+    """On a gpu-8x node whose kubelet aligns devices to one NUMA node (with either CPU and memory
+    manager), after random shares, whole-GPU, HCA and many-CPU pods (some leaving), GPUShare's batch
+    form and the few-rows form derived from it agree on a pod asking for GPUs, HCAs and whole CPUs,
+    and where they refuse it, Reserve (the replica's admission and the confirm hooks) refuses it too."""
+    if option == "align-by-socket" and policy == "single-numa-node":
+        option = ""  # upstream refuses the combination
+    sched = gpu8x_scheduler(policy, scope, cpu, {option: "true"} if option and cpu == "static" else None, memory)
     placed = []
-    for i, (is_share, gpus, percent, leave) in enumerate(steps):
-        pod = share_pod(f"s{i}", percent, guaranteed=gpus == 1) if is_share else whole_gpu_pod(f"w{i}", gpus)
+    for i, (kind, count, percent, leave) in enumerate(steps):
+        if kind == "share":
+            pod = share_pod(f"s{i}", percent, guaranteed=count == 1)
+        else:
+            pod = device_pod(f"{kind}{i}", **{"whole": {"gpus": count}, "hca": {"hcas": count}, "cpu": {"cpus": percent}}[kind])
         if sched.schedule(pod, float(i)).node:
             sched.bound(pod, float(i))
             placed.append(pod)
         if leave and placed:
             sched.cluster.forget(placed.pop(0), float(i))
-    pod = whole_gpu_pod("probe", probe)
-    batch, few, per_node = gpu_verdicts(sched, pod)
-    assert batch == few == per_node
+    pod = device_pod("probe", gpus=gpus, hcas=hcas, cpus=cpus, sidecar_cpus=sidecar)
+    batch, few = gpu_verdicts(sched, pod)
+    assert batch == few
     if batch is not None:
         assert exact_refusal(sched, pod) is not None
 
@@ -360,8 +488,8 @@ def test_the_one_node_pick_rule_only_refuses_what_the_kubelet_refuses(policy, sc
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 7)), st.sets(st.integers(0, 7)), st.booleans())
 def test_aligned_picks_are_the_device_managers_picks(held, shared, reversed_plugin):
-    """Bit n of ``aligned_picks`` is set exactly when some NUMA node has n free GPUs and the device
-    manager's pick of n there holds no shared GPU, with or without a plugin preferring other devices."""
+    """Bit n of a NUMA node's ``aligned_picks`` is set exactly when the NUMA node has n free GPUs and
+    the device manager's pick of n there holds no shared GPU, with or without a plugin preferring other devices."""
     from toposched.kubelet import DeviceManager
 
     ids = [f"gpu{i}" for i in range(8)]
@@ -375,9 +503,9 @@ def test_aligned_picks_are_the_device_managers_picks(held, shared, reversed_plug
     shared_ids = frozenset(ids[i] for i in shared)
     bits, most = gpu_share.aligned_picks(manager, "nvidia.com/gpu", shared_ids)
     free = manager.available("nvidia.com/gpu")
-    want = 0
+    want = [0, 0]
     for numa in (0, 1):
         for n in range(1, sum(1 for d in ids[4 * numa:4 * numa + 4] if d in free) + 1):
             if not shared_ids & set(manager.pick("nvidia.com/gpu", n, (numa,))):
-                want |= 1 << n
-    assert (bits, most) == (want, 4)
+                want[numa] |= 1 << n
+    assert (bits, most) == (tuple(want), 4)

@@ -367,15 +367,17 @@ PluginFactory = Callable[[Any], Any]  # args: a mapping, or the object a profile
 class Registry:
     """Plugins by name: a factory taking the plugin's args, and the extension points it implements."""
 
+    # Per extension point, the methods any of which implements it (a filter or score plugin may
+    # have its batch form only: the runner derives the others).
     _POINTS = {
-        "preFilter": "pre_filter",
-        "filter": "filter",
-        "postFilter": "post_filter",
-        "preScore": "pre_score",
-        "score": "score",
-        "reserve": "reserve",
-        "preBind": "pre_bind",
-        "bind": "bind",
+        "preFilter": ("pre_filter",),
+        "filter": ("filter_all", "filter"),
+        "postFilter": ("post_filter",),
+        "preScore": ("pre_score",),
+        "score": ("score_all", "score"),
+        "reserve": ("reserve",),
+        "preBind": ("pre_bind",),
+        "bind": ("bind",),
     }
 
     def __init__(self) -> None:
@@ -393,7 +395,8 @@ class Registry:
     def points(self, name: str) -> set[str]:
         """The extension points (upstream's names: "filter", "score", ...) a plugin implements."""
         _, cls = self._factories[name]
-        return {point for point, method in self._POINTS.items() if getattr(cls, method, None) is not None}
+        return {point for point, methods in self._POINTS.items()
+                if any(getattr(cls, method, None) is not None for method in methods)}
 
     def known(self) -> dict[str, set[str]]:
         """Every plugin with its extension points."""

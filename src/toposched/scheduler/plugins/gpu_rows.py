@@ -9,6 +9,8 @@ answers the filter's counts and the packing policies' :class:`NodeBatch` from th
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +20,9 @@ from toposched.devices.fgd import MILLI, NodeBatch
 from toposched.devices.share import GPURequest
 from toposched.scheduler.table import NodeTable, grown
 
-__all__ = ["GPURows", "RowGPUs"]
+__all__ = ["UNKNOWN", "GPURows", "RowGPUs"]
+
+UNKNOWN = 2**40  # free devices on NUMA nodes beyond the table's zone slots: no bound known
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,11 @@ class RowGPUs:
     whether the kubelet gave it whole (``busy``) and its free share in milli-GPU for the policies
     (0 where busy). ``whole``: per device-plugin GPU resource the node serves, how many such GPUs
     the kubelet could hand out, how many of those hold no shares, and what it hands out under a
-    one-NUMA-node hint (:func:`~toposched.scheduler.plugins.gpu_share.aligned_picks`: bit ``n`` set
-    where some NUMA node's pick of ``n`` holds no shares; the most GPUs one NUMA node has).
+    one-NUMA-node hint (:func:`~toposched.scheduler.plugins.gpu_share.aligned_picks`: the most GPUs
+    one NUMA node has; per NUMA node in id order, bit ``n`` set where its pick of ``n`` holds no
+    shares). ``devices``: on a kubelet that aligns devices to one NUMA node, per device resource it
+    serves and NUMA node in id order, the free devices a hint naming that node counts
+    (:func:`~toposched.scheduler.plugins.gpu_share.free_by_numa`); empty elsewhere.
     """
 
     model: str
@@ -39,15 +46,22 @@ class RowGPUs:
     used_memory: Sequence[int]
     busy: Sequence[bool]
     free_milli: Sequence[int]
-    whole: Mapping[str, tuple[int, int, int, int]]
+    whole: Mapping[str, tuple[int, int, int, tuple[int, ...]]]
+    devices: Mapping[str, tuple[int, ...]]
 
 
 class GPURows:
-    """:class:`RowGPUs` of every row of one table, as arrays (rows first; GPU slots second)."""
+    """:class:`RowGPUs` of every row of one table, as arrays (rows first; GPU slots second).
+
+    What is kept per NUMA node is zone-major, in the table's zone slots (NUMA nodes in id order,
+    :attr:`NodeTable.max_zones` of them) plus one last slot for the NUMA nodes beyond: there the
+    picks are those NUMA nodes' together, and the free devices are unknown (:data:`UNKNOWN`).
+    """
 
     def __init__(self) -> None:
         self._stamp = -1
         self._width = 0
+        self.slots = 0
         self._allocate(0, 0)
 
     def _allocate(self, size: int, width: int) -> None:
@@ -59,8 +73,11 @@ class GPURows:
         self.used_memory = np.zeros((size, width), dtype=np.int64)
         self.busy = np.zeros((size, width), dtype=bool)
         self.free_milli = np.zeros((size, width), dtype=np.int64)
-        # resource -> (serves, free, clean, clean one-node picks as bits, the most GPUs on one NUMA node)
+        # resource -> (serves, free, clean, the most GPUs on one NUMA node, per zone slot the clean
+        # one-node picks as bits (slots + 1 x rows))
         self.whole: dict[str, tuple[np.ndarray, ...]] = {}
+        # resource -> per zone slot the free devices a one-node hint counts (slots + 1 x rows)
+        self.devices: dict[str, np.ndarray] = {}
         self._facts: list[RowGPUs | None] = [None] * size  # what each row was written from
         self._width = width
 
@@ -78,7 +95,8 @@ class GPURows:
                 self._extend(table.size)
             facts = [(row, read(row)) for row in rows.tolist()]
             widest = max((len(f.memory) for _, f in facts if f is not None), default=0)
-            new = any(r not in self.whole for _, f in facts if f is not None for r in f.whole)
+            new = any(r not in self.whole for _, f in facts if f is not None for r in f.whole) or any(
+                r not in self.devices for _, f in facts if f is not None for r in f.devices)
             if widest > self._width or new:
                 self._rebuild(table, read, max(widest, self._width))
             else:
@@ -94,6 +112,8 @@ class GPURows:
             setattr(self, name, grown(getattr(self, name), size, axis=0))  # rows first here
         for resource, arrays in self.whole.items():
             self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
+        for resource, array in self.devices.items():
+            self.devices[resource] = grown(array, size)
         self.models += [""] * added
         self._facts += [None] * added
 
@@ -102,9 +122,13 @@ class GPURows:
         width = max([width] + [len(f.memory) for f in facts if f is not None])
         resources = sorted({r for f in facts if f is not None for r in f.whole})
         self._allocate(table.size, width)
+        self.slots = table.max_zones
         for resource in resources:
             self.whole[resource] = (np.zeros(table.size, dtype=bool),
-                                    *(np.zeros(table.size, dtype=np.int64) for _ in range(4)))
+                                    *(np.zeros(table.size, dtype=np.int64) for _ in range(3)),
+                                    np.zeros((self.slots + 1, table.size), dtype=np.int64))
+        for resource in sorted({r for f in facts if f is not None for r in f.devices}):
+            self.devices[resource] = np.zeros((self.slots + 1, table.size), dtype=np.int64)
         for row, fact in enumerate(facts):
             self._write(row, fact)
 
@@ -116,7 +140,9 @@ class GPURows:
             array[row] = 0
         for arrays in self.whole.values():
             for array in arrays:
-                array[row] = 0
+                array[..., row] = 0
+        for array in self.devices.values():
+            array[:, row] = 0
         if fact is None:
             self.count[row] = self.smallest[row] = 0
             self.models[row] = ""
@@ -131,11 +157,16 @@ class GPURows:
             self.used_memory[row, :n] = fact.used_memory
             self.busy[row, :n] = fact.busy
             self.free_milli[row, :n] = fact.free_milli
-        for resource, counts in fact.whole.items():
-            serves, *columns = self.whole[resource]
-            serves[row] = True
-            for column, value in zip(columns, counts):
-                column[row] = value
+        slots = self.slots
+        for resource, (free, clean, most, by_numa) in fact.whole.items():
+            serves, free_column, clean_column, most_column, picks = self.whole[resource]
+            serves[row], free_column[row], clean_column[row], most_column[row] = True, free, clean, most
+            picks[:min(len(by_numa), slots), row] = by_numa[:slots]
+            picks[slots, row] = functools.reduce(operator.or_, by_numa[slots:], 0)
+        for resource, counts in fact.devices.items():
+            array = self.devices[resource]
+            array[:min(len(counts), slots), row] = counts[:slots]
+            array[slots, row] = UNKNOWN if len(counts) > slots else 0
 
     def fitting(self, request: GPURequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row: how many of its GPUs not held whole by the kubelet fit ``request`` (as

@@ -11,9 +11,11 @@ node side enforces.
 The node's GPUs are its inventory's GPU devices (memory from the topology, else from the GPU
 model, else ``defaultGPUMemory``). GPUs the kubelet gave whole to ``nvidia.com/gpu`` pods are
 not shared, and a whole-GPU pod whose kubelet would pick a GPU that holds shares is refused at
-Reserve; the filter refuses it beforehand where that is certain (too few GPUs free of shares,
+Reserve; the filter refuses it beforehand where that is certain: too few GPUs free of shares,
 or, on kubelets that align devices to one NUMA node, a shared GPU in the kubelet's pick on every
-NUMA node that could hold the request: :func:`aligned_picks`). Which GPU a share takes, and how
+NUMA node that could be the pod's hint (one with the GPUs and whatever else of the pod is aligned
+there free: :func:`aligned_picks`, :meth:`GPUShare._hint_sets`), or on the lowest of them where
+those NUMA nodes are known exactly. Which GPU a share takes, and how
 nodes are scored, is the packing policy of the FGD paper (ATC'23, "Beware of Fragmentation"):
 ``FGD`` (with a target workload), ``BestFit`` (default), ``DotProd``, ``GpuPacking``,
 ``GpuClustering`` or ``Random`` (seeded) -- args ``{policy: ..., seed: ..., defaultGPUMemory:
@@ -52,28 +54,31 @@ from toposched.scheduler.placement import ContainerPlacement, Placement
 from toposched.scheduler.plugin_args import GPUShareArgs, plugin_args
 from toposched.scheduler.plugins.gpu_rows import GPURows, RowGPUs
 from toposched.scheduler.plugins.node_cache import NodeCache
+from toposched.scheduler.plugins.numa import aligned_request, aligning_manager, aligns
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import POLICY_CODES, NodeTable
+from toposched.scheduler.table import POLICY_CODES, NodeTable, first_true, take_rows
 from toposched.topology.model import DeviceKind
 from toposched.workload import Pod
 
-__all__ = ["DEVICE_ALLOCATED", "GPUShare", "aligned_picks", "gpus_held_whole", "gpus_with_shares", "node_gpu_state",
-           "shares_gpu"]
+__all__ = ["DEVICE_ALLOCATED", "GPUShare", "aligned_picks", "free_by_numa", "gpus_held_whole", "gpus_with_shares",
+           "node_gpu_state", "shares_gpu"]
 
 # GPUShare's cycle state: the pod's share request (None for a pod without shares), its requests of
-# whole devices, the pod as the packing policies see it per smallest GPU size, and the share
-# chosen at confirm for Reserve to record (node, allocation).
+# whole devices, the pod as the packing policies see it per smallest GPU size, the share chosen
+# at confirm for Reserve to record (node, allocation), whether one container asks for the whole
+# devices, and what of the pod and that container the kubelet aligns (see _aligned_wants).
 _SHARE_REQUEST: StateKey[Any] = StateKey("request", "GPUShare")
 _WHOLE: StateKey[tuple[tuple[str, int], ...]] = StateKey("whole", "GPUShare")
 _TASKS: StateKey[dict[int, Any]] = StateKey("tasks", "GPUShare")
 _CHOICE: StateKey[tuple[str, Any]] = StateKey("choice", "GPUShare")
 _ONE_HOLDER: StateKey[bool] = StateKey("one holder", "GPUShare")
+_ALIGNED_WANTS: StateKey[tuple[dict[str, int], dict[str, int], bool]] = StateKey("aligned wants", "GPUShare")
 _ONE_NODE_POLICIES = frozenset({"restricted", "single-numa-node"})  # the kubelet then aligns devices to one NUMA node
 _ONE_NODE_CODES = sorted(POLICY_CODES[p] for p in _ONE_NODE_POLICIES)  # the same, as the table's policy column holds them
 
 
 _SHARE_PREFIX = KOORDINATOR_GPU
-_NO_GPUS = RowGPUs("", (), (), (), (), (), {})  # the row of a node without GPUs
+_NO_GPUS = RowGPUs("", (), (), (), (), (), {}, {})  # the row of a node without GPUs
 
 
 def shares_gpu(pod: Pod) -> bool:
@@ -150,11 +155,12 @@ def gpus_held_whole(kubelet: KubeletNode | None, inventory: Iterable[NodeDevice]
     return used
 
 
-def aligned_picks(manager: DeviceManager, resource: str, shared: frozenset[str]) -> tuple[int, int]:
+def aligned_picks(manager: DeviceManager, resource: str, shared: frozenset[str]) -> tuple[tuple[int, ...], int]:
     """What a kubelet's device manager hands out of ``resource`` under a hint naming one NUMA node.
 
-    First: bit ``n`` is set when some NUMA node has ``n`` free devices of the resource and the
-    devices the manager would give a container asking for ``n`` with that node as its hint
+    First, per NUMA node of the manager in id order: bit ``n`` is set when the NUMA node has ``n``
+    free devices of the resource and the devices the manager would give a container asking for
+    ``n`` with that node as its hint
     (:meth:`~toposched.kubelet.device_manager.DeviceManager.pick`) hold none of ``shared``.
     Second: the most healthy devices one NUMA node has. A request up to that many has one-node
     device hints as its only preferred ones (upstream ``minAffinitySize`` is 1; counted here over
@@ -167,23 +173,42 @@ def aligned_picks(manager: DeviceManager, resource: str, shared: frozenset[str])
     healthy = state.healthy.get(resource, frozenset())
     free = manager.available(resource)
     in_order = not manager.has_preferred_allocation(resource)
-    bits = most = 0
-    for numa in state.numa_nodes:
+    by_numa = []
+    most = 0
+    for numa in sorted(state.numa_nodes):
         here = [d for d, nodes in table.items() if nodes and numa in nodes]
         most = max(most, sum(1 for d in here if d in healthy))
         count = sum(1 for d in here if d in free)
-        if not count:
-            continue
+        bits = 0
         if in_order:  # without a plugin preference, the pick of n is the start of the pick of them all
-            for n, device in enumerate(manager.pick(resource, count, (numa,)), start=1):
+            for n, device in enumerate(manager.pick(resource, count, (numa,)) if count else (), start=1):
                 if device in shared:
                     break
                 bits |= 1 << n
-            continue
-        for n in range(1, count + 1):
-            if not shared.intersection(manager.pick(resource, n, (numa,))):
-                bits |= 1 << n
-    return bits, most
+        else:
+            for n in range(1, count + 1):
+                if not shared.intersection(manager.pick(resource, n, (numa,))):
+                    bits |= 1 << n
+        by_numa.append(bits)
+    return tuple(by_numa), most
+
+
+def free_by_numa(manager: DeviceManager) -> dict[str, tuple[int, ...]]:
+    """Per resource the device manager serves, per NUMA node in id order: how many free devices a
+    hint naming that node alone counts (upstream ``generateDeviceTopologyHints`` counts a device
+    for a NUMA set when its NUMA nodes meet the set; devices without any count nowhere)."""
+    state = manager.state
+    numa_nodes = sorted(state.numa_nodes)
+    out = {}
+    for resource in manager.resources:
+        table = state.devices.get(resource, {})
+        counts = dict.fromkeys(numa_nodes, 0)
+        for device in manager.available(resource):
+            for numa in table.get(device) or ():
+                if numa in counts:
+                    counts[numa] += 1
+        out[resource] = tuple(counts.values())
+    return out
 
 
 def _gpu_resources(inventory: Iterable[NodeDevice]) -> set[str] | tuple[str, ...]:
@@ -401,54 +426,27 @@ class GPUShare:
             state[_ONE_HOLDER] = len(holders) == 1 and all(holders[0] is not c for c in pod.init_containers)
         return state[_ONE_HOLDER]
 
-    def _whole_fits(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
-        """A whole-GPU pod passes unless every pick the kubelet could make holds a GPU with shares.
-
-        The kubelet hands out ``n`` of its free GPUs and does not know shares: when fewer than
-        ``n`` of them are free of shares, whichever it picks, the pod would be refused at Reserve.
-        A kubelet enforcing ``restricted`` or ``single-numa-node`` picks them on one NUMA node
-        holding ``n`` free ones (for a request one NUMA node's GPUs could hold): the pod is refused
-        too where every such node's pick holds shares (:func:`aligned_picks`).
-        """
-        whole = self._whole(state, pod)
-        if not whole or node.model is None or node.inventory is None:
-            return Status.success()
-        served = _gpu_resources(node.inventory)
-        devices = node.model.devices
-        for resource, count in whole:
-            if resource not in served or resource not in devices.resources:
-                continue
-            free = devices.available(resource)
-            if len(free) < count:
-                continue  # too few at all: NodeResourcesFit says so
-            shared = self._gpus(state.cluster, node).shared
-            clean = len(free - shared) if shared else len(free)
-            if clean < count:
-                return Status.unschedulable(_held_back(count, resource, clean, len(free)), plugin=self.name)
-            if node.policy in _ONE_NODE_POLICIES and self._one_holder(state, pod):
-                picks, most = aligned_picks(devices, resource, shared)
-                if count <= most and not picks >> count & 1:
-                    return Status.unschedulable(_shared_pick(count, resource), plugin=self.name)
-        return Status.success()
-
     def filter_key(self, state: CycleState, pod: Pod) -> Any:
-        """The filter reads the pod's share request and its whole-device requests, nothing else."""
-        return self._request(state, pod), self._whole(state, pod), self._whole(state, pod) and self._one_holder(state, pod)
+        """The filter reads the pod's share request and its whole-device requests; for a pod whose
+        whole devices one container asks for, also what of the pod and that container the kubelet
+        aligns to NUMA nodes."""
+        whole = self._whole(state, pod)
+        if not whole or not self._one_holder(state, pod):
+            return self._request(state, pod), whole, False
+        pod_wants, holder, alone = self._aligned_wants(state, pod)
+        return (self._request(state, pod), whole, True, tuple(sorted(pod_wants.items())), tuple(sorted(holder.items())),
+                alone)
 
-    def filter(self, state: CycleState, pod: Pod, node: NodeRecord) -> Status:
-        """Some GPU (or ``count`` of them) of the node has the share free; a whole-GPU pod cannot be
-        given a GPU holding shares."""
-        request = self._request(state, pod)
-        if request is None:
-            return self._whole_fits(state, pod, node)
-        known = self._gpus(state.cluster, node)
-        gpus, busy = known.state, known.busy
-        fitting = gpus.count_fitting(request, busy)
-        if fitting >= request.count:
-            return Status.success()
-        # What choose() says of a shortage among the GPUs not held whole (without running the policy).
-        candidates = sum(1 for d in gpus.devices if d.id not in busy)
-        return Status.unschedulable(NodeGPUState.too_few(request, fitting, candidates).reason, plugin=self.name)
+    def _aligned_wants(self, state: CycleState, pod: Pod) -> tuple[dict[str, int], dict[str, int], bool]:
+        """What the kubelet aligns of the pod (pod scope) and of the one container asking for its
+        whole devices (container scope), as :class:`~toposched.scheduler.plugins.numa.AlignedRequest`
+        says, and whether that container is the only one with anything to align; once per cycle."""
+        if _ALIGNED_WANTS not in state:
+            aligned = aligned_request(state, pod)
+            names = [r for r, _ in self._whole(state, pod)]
+            holder = next((c for c in aligned.containers if any(r in c for r in names)), {})
+            state[_ALIGNED_WANTS] = (aligned.pod, holder, len(aligned.containers) == 1)
+        return state[_ALIGNED_WANTS]
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
         """:meth:`filter` for every row at once, from the rows' GPUs as arrays (:class:`GPURows`)."""
@@ -470,7 +468,8 @@ class GPUShare:
             for resource, count in whole:
                 if resource not in gpus.whole:
                     continue  # no node serves it as GPUs
-                serves, free, clean, picks, most = (a[rows] for a in gpus.whole[resource])
+                serves, free, clean, most, picks = gpus.whole[resource]
+                serves, free, clean, most = serves[rows], free[rows], clean[rows], most[rows]
                 enough = serves & (free >= count)
                 refused = np.flatnonzero(enough & (clean < count) & (codes == 0))
                 if len(refused):
@@ -479,10 +478,21 @@ class GPUShare:
                     codes[refused] = len(texts) + which.reshape(-1)
                     texts += [_held_back(count, resource, c, f) for c, f in seen.T.tolist()]
                 if one_node is not None:
-                    refused = np.flatnonzero(enough & one_node & (most >= count) & ((picks >> count) & 1 == 0) & (codes == 0))
-                    if len(refused):
-                        codes[refused] = len(texts)
-                        texts.append(_shared_pick(count, resource))
+                    judged = np.flatnonzero(enough & one_node & (most >= count) & (codes == 0))
+                    if len(judged):
+                        at = rows[judged]
+                        clean_pick = (picks[:, at] >> count) & 1 == 1  # zone slots x judged rows
+                        hints, exact = self._hint_sets(state, pod, table, gpus, resource, count, at)
+                        nowhere = ~(clean_pick & hints).any(axis=0)
+                        # Where the hints are known exactly, the kubelet takes the lowest of them.
+                        first = first_true(hints[:gpus.slots])
+                        lowest = exact & (first < gpus.slots) & ~nowhere
+                        lowest[lowest] = ~clean_pick[first[lowest], np.flatnonzero(lowest)]
+                        for refused, text in ((judged[nowhere], _shared_pick(count, resource)),
+                                              (judged[lowest], _lowest_pick(count, resource))):
+                            if len(refused):
+                                codes[refused] = len(texts)
+                                texts.append(text)
         else:
             fitting, candidates = gpus.fitting(request, rows)
             # Rows whose node is gone are left to the filters that say so.
@@ -492,6 +502,57 @@ class GPUShare:
                 codes[refused] = 1 + which.reshape(-1)
                 texts += [NodeGPUState.too_few(request, f, c).reason for f, c in seen.T.tolist()]
         return codes == 0, RowReasons(codes, texts)
+
+    def _hint_sets(self, state: CycleState, pod: Pod, table: NodeTable, gpus: GPURows, resource: str, count: int,
+                   at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The NUMA nodes that can be the hint of a kubelet aligning the pod's devices to one NUMA
+        node (zone slots and the slot beyond x rows ``at``), and per row whether they are exactly
+        the ones it chooses from.
+
+        That kubelet admits only a preferred merged hint, and a merged hint is preferred only where
+        every provider's hint is preferred and all name the same NUMA nodes (upstream
+        ``mergePermutation``). ``count`` of ``resource`` is a request one NUMA node's devices
+        could hold, so its preferred hints are the NUMA nodes with that many free. So are those of
+        each other aligned request (the pod's at pod scope, the devices' container's at container
+        scope) that some zone's capacity holds: devices as the device manager counts them, CPUs and
+        memory where their manager is static. Requests of a wider preferred width are left alone
+        (the kubelet refuses those pods anyway).
+
+        At pod scope without memory the Static memory manager aligns, these are exactly the NUMA
+        nodes every provider prefers (the pod's hints are computed before any of it is placed; the
+        memory manager's also depend on its groups), and the kubelet chooses the lowest of them
+        (upstream ``compareHints``: of two preferred hints of one width, the lower mask).
+        """
+        pod_wants, holder, alone = self._aligned_wants(state, pod)
+        pod_scope = table.pick(table.view("pod_scope"), at)
+        slots = gpus.slots
+        hints = gpus.devices[resource][:, at] >= count
+        cpu_static, mem_static = table.pick(table.view("cpu_static"), at), table.pick(table.view("mem_static"), at)
+        # A pod whose devices' container is the only one with anything to align is placed at
+        # container scope as at pod scope: nothing of it is placed before that container.
+        exact = pod_scope | alone
+        if any(aligning_manager(name) == "memory" for name in pod_wants):
+            exact &= ~mem_static
+        for wants, scope in ((pod_wants, pod_scope), (holder, ~pod_scope)):
+            if not scope.any():
+                continue
+            for name, amount in wants.items():
+                if name == resource:
+                    continue
+                by = aligning_manager(name)
+                aligned = scope & aligns(by, cpu_static, mem_static) if by else scope
+                devices = gpus.devices.get(name) if not by else None
+                if name not in table.zone_resources or not (by or devices is not None):
+                    exact &= ~aligned  # no count per NUMA node to read
+                    continue
+                applies = aligned & (amount <= table.pick(table.zone_capacity_max(name), at))
+                exact &= ~aligned | applies  # a wider preferred width (or align-by-socket's) is not read
+                if not applies.any():
+                    continue
+                # The slot beyond the table's zones is not known for CPUs and memory: kept.
+                free = take_rows(table.zone_free(name), at)[:slots] if by else devices[:, at]  # type: ignore[index]
+                hints[: len(free)] &= (free >= amount) | ~applies[None, :]
+        return hints, exact
 
     def _rows(self, table: NodeTable) -> GPURows:
         """Every row's GPUs as arrays, kept per table and brought up to date at the rows changed since."""
@@ -518,17 +579,6 @@ class GPUShare:
         manager = node.model.devices if node.model is not None else None
         sources = (gpus, manager.state.allocations, manager.state.healthy) if manager is not None else (gpus, None, None)
         return self._row_facts.read(node.name, sources, lambda: _row_gpus(known, node, manager))
-
-    def filter_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: Any) -> list[str | None]:
-        """Per row: None where it passes, else why no GPU holds the share (or the kubelet's pick would hold one)."""
-        if self._request(state, pod) is None and not self._whole(state, pod):
-            return [None] * len(rows)
-        out: list[str | None] = []
-        for row in rows:
-            node = table.cluster.nodes.get(table.names[row])
-            status = self.filter(state, pod, node) if node is not None else None
-            out.append(status.message if status is not None and not status.is_success else None)
-        return out
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """The packing policy's raw 0-100 score of each row's GPUs for the pod (pods without shares:
@@ -668,6 +718,12 @@ def _shared_pick(count: int, resource: str) -> str:
             f"holds shares of other pods")
 
 
+def _lowest_pick(count: int, resource: str) -> str:
+    """Why a whole-GPU pod is refused where the NUMA node its kubelet would align it to is known and its pick holds shares."""
+    return (f"needs {count} {resource}; the kubelet would align the pod to the lowest NUMA node that can hold it, where "
+            f"it would hand out a GPU that holds shares of other pods")
+
+
 def _held_back(count: int, resource: str, clean: int, free: int) -> str:
     """Why a whole-GPU pod is refused where too few of the GPUs its kubelet could hand out hold no shares."""
     return f"needs {count} {resource}; only {clean} of the {free} GPUs the kubelet could hand out hold no shares of other pods"
@@ -705,12 +761,13 @@ def _row_gpus(known: _NodeGPUs, node: NodeRecord, manager: Any) -> RowGPUs:
     resource the kubelet could still hand out."""
     gpus, busy = known.state, known.busy
     whole = {}
+    one_node = manager is not None and node.policy in _ONE_NODE_POLICIES
     if manager is not None:
         for resource in _gpu_resources(node.inventory):
             if resource in manager.resources:
                 free = manager.available(resource)
-                picks = aligned_picks(manager, resource, known.shared) if node.policy in _ONE_NODE_POLICIES else (0, 0)
-                whole[resource] = (len(free), len(free - known.shared), *picks)
+                by_numa, most = aligned_picks(manager, resource, known.shared) if one_node else ((), 0)
+                whole[resource] = (len(free), len(free - known.shared), most, by_numa)
     return RowGPUs(gpus.model if gpus.devices else "", tuple(d.memory for d in gpus.devices),
                    gpus.used_core, gpus.used_memory, tuple(d.id in busy for d in gpus.devices),
-                   known.free if gpus.devices else (), whole)
+                   known.free if gpus.devices else (), whole, free_by_numa(manager) if one_node else {})

@@ -39,7 +39,7 @@ from toposched.scheduler.status import Refusal, Status
 from toposched.scheduler.table import POLICY_CODES, NodeTable, RowValues, first_true, take_rows
 from toposched.workload import GUARANTEED, Container, Pod
 
-__all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligns"]
+__all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligning_manager", "aligns"]
 
 _POLICY_NAMES = {code: name for name, code in POLICY_CODES.items()}
 _MAX_SETS = 4096  # NUMA sets _fewest_zones tries at one width (8 NUMA nodes have at most 70)
@@ -88,7 +88,7 @@ class AlignedRequest:
         self.stacked = (names, stacked)
         self.stacked_lists = stacked.tolist()  # the same, for the plain-Python forms
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
-        self.aligned_by = [_aligned_by(n) for n in names]
+        self.aligned_by = [aligning_manager(n) for n in names]
         self.reuse_checks = _reuse_checks(pod, every, names)
         # Per row of ``stacked`` that asks for memory or hugepages: (row, [(name's position, amount)]).
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
@@ -107,7 +107,7 @@ class AlignedRequest:
             kept = [aligns(by, cpu_static, mem_static) for by in self.aligned_by]
             per_request = [[(col, need) for col, need, keep in zip(cols, want, kept) if keep] for want in self.stacked_lists]
             pod_wants = [(cols[names.index(name)], want) for name, want in self.pod.items()
-                         if aligns(_aligned_by(name), cpu_static, mem_static)]
+                         if aligns(aligning_manager(name), cpu_static, mem_static)]
             plan = self._plans[key] = (per_request, pod_wants)
         return plan
 
@@ -162,7 +162,7 @@ POD_INTENT: StateKey[PodIntent] = StateKey("PodIntent", "NUMAAlignment")
 ALIGNED_REQUEST: StateKey[AlignedRequest] = StateKey("AlignedRequest", "NUMAAlignment")
 
 
-def _aligned_by(resource: str) -> str:
+def aligning_manager(resource: str) -> str:
     """The manager that aligns a resource: "cpu" (static CPU manager), "memory" (Static memory manager) or ""."""
     if resource == "cpu":
         return "cpu"
@@ -541,7 +541,7 @@ def _fits_zones(table: NodeTable, rows: np.ndarray, request: Mapping[str, int], 
     """Per row: the node's zones together hold the request."""
     ok = np.ones(len(rows), dtype=bool)
     for name, want in request.items():
-        ok &= (table.pick(table.zone_sum(name), rows) >= want) | np.logical_not(aligns(_aligned_by(name), cpu_static, mem_static))
+        ok &= (table.pick(table.zone_sum(name), rows) >= want) | np.logical_not(aligns(aligning_manager(name), cpu_static, mem_static))
     return ok
 
 
@@ -598,7 +598,7 @@ class NUMAAlignment:
         cpu_static, mem_static = node.model.cpu is not None, node.model.memory is not None  # type: ignore[union-attr]
         wanted = request.containers if node.scope == "container" else [request.pod]
         for want in wanted:
-            relevant = {k: v for k, v in want.items() if aligns(_aligned_by(k), cpu_static, mem_static)}
+            relevant = {k: v for k, v in want.items() if aligns(aligning_manager(k), cpu_static, mem_static)}
             if policy == "single-numa-node" and relevant and not any(
                     all(zone.get(k, 0) >= v for k, v in relevant.items()) for zone in zones.values()):
                 return Status.unschedulable(f"cannot align {', '.join(sorted(relevant))} on one NUMA node", plugin=self.name)
