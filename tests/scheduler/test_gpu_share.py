@@ -364,15 +364,23 @@ def device_pod(name: str, gpus: int = 0, hcas: int = 0, cpus: int = 1, sidecar_c
     return Pod(name, uid=name, containers=tuple(containers))
 
 
+SHARED_PICK = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU "
+               "that holds shares of other pods")
+
+
+def placed(sched: Scheduler, pods: list[Pod]) -> Scheduler:
+    """``sched`` after each of ``pods`` is scheduled to node ``n`` and bound."""
+    for pod in pods:
+        assert sched.schedule(pod, 0.0).node == "n", pod.name
+        sched.bound(pod, 0.0)
+    return sched
+
+
 def test_the_one_node_pick_is_taken_where_the_pods_other_aligned_requests_fit():
     # Shares sit on b4, b3 and 94 (NUMA node 1). A pod holding both RDMA HCAs of NUMA node 0
     # leaves NUMA node 0 four clean GPUs and no HCA.
-    sched = gpu8x_scheduler()
-    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("h", hcas=2)]:
-        assert sched.schedule(pod, 0.0).node == "n"
-        sched.bound(pod, 0.0)
-    reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
-              "holds shares of other pods")
+    sched = placed(gpu8x_scheduler(), [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("h", hcas=2)])
+    reason = SHARED_PICK
     # 2 GPUs and an HCA: the only preferred hint is NUMA node 1, where the kubelet hands out 93 and 94.
     both = device_pod("p", gpus=2, hcas=1)
     assert gpu_verdicts(sched, both) == (reason, reason)
@@ -384,12 +392,9 @@ def test_the_one_node_pick_is_taken_where_the_pods_other_aligned_requests_fit():
 
 def test_the_one_node_pick_is_taken_where_the_pods_cpus_fit():
     # A 70-CPU pod fills NUMA node 0's CPUs (80 threads, one reserved); shares sit on NUMA node 1.
-    sched = gpu8x_scheduler()
-    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("big", cpus=70)]:
-        assert sched.schedule(pod, 0.0).node == "n"
-        sched.bound(pod, 0.0)
-    reason = ("needs 2 nvidia.com/gpu; on every NUMA node that could hold them, the kubelet would hand out a GPU that "
-              "holds shares of other pods")
+    filled = [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("big", cpus=70)]
+    sched = placed(gpu8x_scheduler(), filled)
+    reason = SHARED_PICK
     wide = device_pod("p", gpus=2, cpus=20)
     assert gpu_verdicts(sched, wide) == (reason, reason)
     assert "would hand out GPU 0000:94:00.0" in exact_refusal(sched, wide)
@@ -401,10 +406,7 @@ def test_the_one_node_pick_is_taken_where_the_pods_cpus_fit():
     apart = device_pod("r", gpus=2, cpus=4, sidecar_cpus=16)
     assert gpu_verdicts(sched, apart) == (reason, reason)
     assert exact_refusal(sched, apart) is not None
-    per_container = gpu8x_scheduler(scope="container")
-    for pod in [share_pod(f"s{i}", 60) for i in range(3)] + [device_pod("big", cpus=70)]:
-        assert per_container.schedule(pod, 0.0).node == "n"
-        per_container.bound(pod, 0.0)
+    per_container = placed(gpu8x_scheduler(scope="container"), filled)
     assert gpu_verdicts(per_container, apart) == (None, None)
     assert exact_refusal(per_container, apart) is None
     assert gpu_verdicts(per_container, wide) == (reason, reason)
@@ -415,11 +417,7 @@ def test_the_kubelet_aligns_the_pod_to_the_lowest_numa_node_that_holds_it(scope)
     # Guaranteed shares sit on their NUMA node (0), on the GPUs the kubelet hands out last: 34, 33,
     # 14, then 13. NUMA node 1's GPUs are clean, but the kubelet prefers NUMA node 0 where both
     # could hold the pod, and hands out 13 and 14 there.
-    sched = gpu8x_scheduler(scope=scope)
-    for i in range(4):
-        pod = share_pod(f"s{i}", 60, guaranteed=True)
-        assert sched.schedule(pod, 0.0).node == "n"
-        sched.bound(pod, 0.0)
+    sched = placed(gpu8x_scheduler(scope=scope), [share_pod(f"s{i}", 60, guaranteed=True) for i in range(4)])
     assert gpus_with_shares(node_gpu_state(sched.cluster.nodes["n"])) == {
         "0000:13:00.0", "0000:14:00.0", "0000:33:00.0", "0000:34:00.0"}
     reason = ("needs 2 nvidia.com/gpu; the kubelet would align the pod to the lowest NUMA node that can hold it, where "
@@ -442,10 +440,8 @@ def test_the_lowest_numa_node_is_not_read_where_the_cpus_preferred_hints_are_not
     # align-by-socket: the CPU manager also prefers socket-aligned sets, so the table counts no CPU
     # capacity per zone and the CPUs' hints are not read. NUMA node 0 has 1 CPU free after the
     # shares and a 70-CPU pod, so a 4-CPU pod's hint is NUMA node 1, whose GPUs are clean.
-    sched = gpu8x_scheduler(cpu_options={"align-by-socket": "true"})
-    for pod in [share_pod(f"s{i}", 60, guaranteed=True) for i in range(4)] + [device_pod("big", cpus=70)]:
-        assert sched.schedule(pod, 0.0).node == "n"
-        sched.bound(pod, 0.0)
+    sched = placed(gpu8x_scheduler(cpu_options={"align-by-socket": "true"}),
+                   [share_pod(f"s{i}", 60, guaranteed=True) for i in range(4)] + [device_pod("big", cpus=70)])
     pod = device_pod("p", gpus=2, cpus=4)
     assert exact_refusal(sched, pod) is None
     assert gpu_verdicts(sched, pod) == (None, None)
