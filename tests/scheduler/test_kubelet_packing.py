@@ -404,3 +404,69 @@ def test_a_kubelet_distributing_over_numa_nodes_has_only_those_with_free_cpus_to
     # (fewer than a NUMA node averages) are packed on one NUMA node that has them free: NUMA node 0.
     cluster = _numa_node_1_reserved(policy, {"distribute-cpus-across-numa": "true"})
     _refused_and_split(cluster, _spread_pod(1, cpus), wording)
+
+
+_AFTER_OTHERS = "even after the"  # the rule's wording for a container admitted after others
+
+
+@pytest.mark.parametrize("options", [{}, {"distribute-cpus-across-numa": "true"}])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_container_admitted_after_others_gets_whole_cores_wherever_the_filter_says_it_will(
+        seed: int, options: dict[str, str]) -> None:
+    # The containers before the one judged take CPUs first, each breaking at most one whole core; the
+    # filter refuses only where a whole core is left on every NUMA node with a free CPU even so. Held
+    # on filled clusters: there the replica refuses the pod or gives that container two threads of a core.
+    policies = _bench("realistic").POLICIES
+    scheduler = _filled_cluster(seed, 150, lambda rnd: rnd.choice(policies), options)
+    cluster, table = scheduler.cluster, scheduler.table
+    plugin = registry.create("CPUOrchestration")
+    table.refresh()
+    shapes = [((1, 2), ()), ((1, 7), ()), ((3, 4), ()), ((1, 1, 12), ()), ((1, 3), (2,)), ((2, 16), (1,)), ((1, 24), ())]
+    refused = checked = 0
+    for i, (apps, inits) in enumerate(shapes):
+        pod = Pod(f"after-{i}", uid=f"after-{i}", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
+                  init_containers=tuple(Container(f"init{k}", limits={"cpu": n * 1000, "memory": GI})
+                                        for k, n in enumerate(inits)),
+                  containers=tuple(Container(f"c{k}", limits={"cpu": n * 1000, "memory": GI}) for k, n in enumerate(apps)))
+        batch, _ = plugin.filter_all(CycleState(cluster=cluster), pod, table, np.arange(table.size))
+        for row, name in enumerate(table.names):
+            node = cluster.nodes[name]
+            verdict = plugin.filter(CycleState(cluster=cluster), pod, node)
+            assert verdict.is_success == bool(batch[row]), (name, verdict.message)
+            if verdict.is_success or _AFTER_OTHERS not in verdict.message:
+                continue
+            refused += 1
+            judged = verdict.message.split("container ")[1].split(" ")[0]
+            admission = node.model.admit(pod, trial=True)
+            if not admission.admitted:
+                continue
+            try:
+                given = admission.containers[judged].cpuset
+                cores = [node.model.machine.cpu(c).core_id for c in given]
+                assert len(set(cores)) < len(cores), f"{name}: the kubelet gave {judged} {given}, one thread per core"
+                checked += 1
+            finally:
+                node.model.unadmit(pod.uid)
+    assert refused and checked, f"the rule applied {refused} times, {checked} of them admitted: the test checks too little"
+
+
+def test_the_first_container_with_enough_cpus_is_judged_after_the_cpus_of_those_before_it() -> None:
+    # One NUMA node of 48 two-thread cores, all free but core 0 (reserved): a 1-CPU container, then
+    # one of 7. The first takes a thread, the second three whole cores and a thread: the filter
+    # says so for the second, and the replica agrees.
+    bench = _bench("realistic")
+    cluster = Cluster()
+    config = KubeletConfig(topology_manager_policy="restricted", cpu_manager_policy="static",
+                           reserved_system_cpus=CPUSet([0, 48]), kube_reserved={"memory": GI})
+    cluster.set_node(NodeSpec("n"), machine=bench.wide_machine(1, 48, 2, 1, 384, 0, 0), kubelet_config=config)
+    pod = Pod("p", uid="p", annotations={"toposched.io/cpu-bind-policy": "SpreadByPCPUs"},
+              containers=(Container("c0", limits={"cpu": 1000, "memory": GI}),
+                          Container("c1", limits={"cpu": 7000, "memory": GI})))
+    scheduler = Scheduler(cluster, load_profile("toposched"))
+    decision = scheduler.schedule(pod, now=0.0)
+    assert decision.node is None
+    (reason,) = decision.reasons
+    assert "container c1 whole cores" in reason and "even after the 1 CPU of the containers before it" in reason
+    admission = cluster.nodes["n"].model.admit(pod, trial=True)
+    cores = [cluster.nodes["n"].model.machine.cpu(c).core_id for c in admission.containers["c1"].cpuset]
+    assert len(set(cores)) < len(cores)

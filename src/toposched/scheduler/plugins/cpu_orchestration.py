@@ -26,8 +26,8 @@ bind policy says how they are bound. In the cycle:
   FullPCPUs request that is not a whole number of cores, too few free whole cores (or free
   physical cores for SpreadByPCPUs) on the node or, under ``single-numa-node``, on one NUMA node;
   and a required SpreadByPCPUs on a node whose kubelet picks the CPUs and would certainly give
-  two threads of one core (:func:`_kubelet_splits_no_core`), instead of finding that out at
-  confirm after admitting the pod into the replica.
+  some container two threads of one core (:func:`_kubelet_splits_no_core`), instead of finding
+  that out at confirm after admitting the pod into the replica.
 * **confirm** (after Reserve, which admitted the pod into the node's kubelet replica) checks the
   replica's cpusets. Where they break the policy (a split core, a shared exclusive core), on an
   agent-managed node it computes the cpuset the agent should enforce instead with
@@ -618,10 +618,16 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
             fewest, packed[0], packed[1], whole)
 
 
-def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> str | None:
-    """Why the node's kubelet will give the pod's first container two threads of one core, breaking a
-    required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks; None when it may not
+def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> tuple[str, int] | None:
+    """Why the node's kubelet will give one of the pod's containers two threads of one core, breaking
+    a required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks, and how many whole-core
+    CPUs the count :func:`_whole_core_column` names must be at least for that; None when it may not
     (another policy, or an agent-managed node: the agent enforces its own cpuset).
+
+    The container judged is the first with enough CPUs (below). The exclusive containers admitted
+    before it took some CPUs: each of those breaks at most one whole core, so where the count is at
+    least a core's threads more than a core's threads for each of them, a whole core is still free
+    where the first container would have found one (1 for the pod's first container).
 
     It will when its CPU manager packs (static, neither ``distribute-cpus-across-cores`` nor
     ``distribute-cpus-across-numa``, cores with 2 or more threads), the container asks for 2 or more
@@ -642,19 +648,23 @@ def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFa
     """
     if verdict.policy != SPREAD_BY_PCPUS or verdict.agent or not facts.whole_core_from or not request.containers:
         return None
-    name, count, _ = request.containers[0]
-    if count < facts.whole_core_from:
+    first = next((i for i, (_, count, _) in enumerate(request.containers) if count >= facts.whole_core_from), None)
+    if first is None:
         return None
+    name, count, _ = request.containers[first]
+    taken = sum(count for _, count, _ in request.containers[:first])
+    need = (taken + 1) * facts.per_core if taken else 1
+    before = f" even after the {taken} CPU{'s' if taken > 1 else ''} of the containers before it" if taken else ""
     if facts.kubelet_packs and facts.unhinted:
         return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, from every "
-                f"free CPU as its Topology Manager names no NUMA node, and the node has a free one), which break the "
-                f"required {SPREAD_BY_PCPUS}")
+                f"free CPU as its Topology Manager names no NUMA node, and the node has a free one{before}), which "
+                f"break the required {SPREAD_BY_PCPUS}"), need
     if facts.kubelet_packs:
         return (f"the kubelet's CPU manager would give container {name} whole cores (it takes them first, and every "
-                f"NUMA node with a free CPU has a free one), which break the required {SPREAD_BY_PCPUS}")
+                f"NUMA node with a free CPU has a free one{before}), which break the required {SPREAD_BY_PCPUS}"), need
     return (f"the kubelet's CPU manager would give container {name} whole cores (it spreads its {count} CPUs over "
             f"the NUMA nodes, a core's threads or more on each, takes whole cores first there, and every NUMA node "
-            f"with a free CPU has a free one), which break the required {SPREAD_BY_PCPUS}")
+            f"with a free CPU has a free one{before}), which break the required {SPREAD_BY_PCPUS}"), need
 
 
 _HINTED = ("best-effort", "restricted", "single-numa-node")
@@ -782,8 +792,8 @@ def _memory_counts(node: NodeRecord) -> tuple[int, ...]:
 
 
 def _whole_core_column(facts: _NodeFacts) -> int:
-    """Which of :func:`_bind_counts_of`'s counts must be above 0 for :func:`_kubelet_splits_no_core`'s
-    reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
+    """Which of :func:`_bind_counts_of`'s counts must be at least what :func:`_kubelet_splits_no_core`
+    says for its reason to hold: whole-core CPUs on the whole node (0) for a packing kubelet without a NUMA hint,
     else on the NUMA node with the fewest among those with a free CPU (4). A NUMA node without free
     CPUs gives none: the CPUs come from the hint's NUMA nodes that have free ones (two or more each,
     then), or from every free CPU when they have none; a kubelet distributing over NUMA nodes shares
@@ -1183,9 +1193,9 @@ class CPUOrchestration:
                 return Status.unschedulable(reason, plugin=self.name)
         facts = self._facts(node)
         counts = _bind_counts_of(free.mask, machine)
-        reason = _kubelet_splits_no_core(verdict, request, facts)
-        if reason is not None and counts[_whole_core_column(facts)] > 0:
-            return Status.unschedulable(reason, plugin=self.name)
+        split = _kubelet_splits_no_core(verdict, request, facts)
+        if split is not None and counts[_whole_core_column(facts)] >= split[1]:
+            return Status.unschedulable(split[0], plugin=self.name)
         named = _kubelet_names_a_split_numa_node(verdict, request, facts)
         if named is not None:
             if named[2] is not None:  # the memory manager's hint decides too: its counts follow the CPUs'
@@ -1267,10 +1277,10 @@ class CPUOrchestration:
                     reasons.set(at[narrow & (best == have)], f"not enough {unit} on one NUMA node for {verdict.policy}: "
                                                              f"needs {want} CPUs, the best NUMA node has {have}")
                 ok[at[narrow]] = False
-            reason = _kubelet_splits_no_core(verdict, request, facts)  # type: ignore[arg-type]
-            if reason is not None:
-                packed = at[ok[at] & (counts[at, _whole_core_column(facts)] > 0)]  # type: ignore[arg-type]
-                reasons.set(packed, reason)
+            split = _kubelet_splits_no_core(verdict, request, facts)  # type: ignore[arg-type]
+            if split is not None:
+                packed = at[ok[at] & (counts[at, _whole_core_column(facts)] >= split[1])]  # type: ignore[arg-type]
+                reasons.set(packed, split[0])
                 ok[packed] = False
             named = _kubelet_names_a_split_numa_node(verdict, request, facts)  # type: ignore[arg-type]
             if named is not None:
