@@ -449,7 +449,9 @@ class GPUShare:
         return state[_ALIGNED_WANTS]
 
     def filter_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, Any]:
-        """:meth:`filter` for every row at once, from the rows' GPUs as arrays (:class:`GPURows`)."""
+        """Per row: enough of its GPUs not held whole by the kubelet have the share free; for a pod asking
+        for whole GPUs, the kubelet would not hand out a GPU holding shares (see the module notes). From
+        the rows' GPUs as arrays (:class:`GPURows`); the runner derives the few-rows and per-node forms."""
         request = self._request(state, pod)
         whole = self._whole(state, pod)
         if request is None and not whole:
@@ -562,7 +564,7 @@ class GPUShare:
         return kept.update(table, lambda row: self._row_gpus(table, row))
 
     def _row_gpus(self, table: NodeTable, row: int) -> RowGPUs | None:
-        """One row's GPUs as :meth:`filter` and the policies' views read them; None where the node is gone."""
+        """One row's GPUs as :meth:`filter_all` and the policies' views read them; None where the node is gone."""
         nodes = table.cluster.nodes
         node = nodes.get(table.names[row])
         if node is None:
