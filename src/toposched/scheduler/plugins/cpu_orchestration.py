@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -618,6 +618,41 @@ def _bind_counts_of(free: int, machine: Machine) -> tuple[int, ...]:
             fewest, packed[0], packed[1], whole)
 
 
+def _smt_need(containers: Sequence[tuple[str, int, bool]]) -> tuple[int, str]:
+    """The free whole-core CPUs a static CPU manager with ``full-pcpus-only`` certainly needs to admit
+    a pod whose exclusive containers are ``containers`` (name, CPUs, reusable: a regular init
+    container's), in admission order, and the container that needs the most.
+
+    Upstream's static policy checks each container's count against the free whole-core CPUs of its
+    shared pool (``GetAvailablePhysicalCPUs``) before it allocates, and the CPUs of the pod's
+    containers admitted before are not in that pool, reusable ones included. Those hold at least
+    the most any regular init container before took (each may reuse the CPUs of the one before),
+    and at least the sum of what the other containers before took (none reuses theirs); a
+    container therefore needs its own count more than the larger of the two.
+    """
+    most_reusable = others = 0
+    need, name = 0, ""
+    for container, count, reusable in containers:
+        held = max(most_reusable, others)
+        if count + held > need:
+            need, name = count + held, container
+        if reusable:
+            most_reusable = max(most_reusable, count)
+        else:
+            others += count
+    return need, name
+
+
+def _smt_refusal(request: _Request, have: int) -> str:
+    """Why a kubelet with ``full-pcpus-only`` refuses the pod (upstream's SMTAlignmentError) with ``have``
+    free whole-core CPUs."""
+    need, name = request.smt_need
+    count = next(c for n, c, _ in request.containers if n == name)
+    return (f"the kubelet's CPU manager (full-pcpus-only) would refuse container {name} with an SMTAlignmentError: its "
+            f"{count} CPUs and the {need - count} the containers before it hold need {need} CPUs on free whole cores, "
+            f"the node has {have}")
+
+
 def _kubelet_splits_no_core(verdict: _Verdict, request: _Request, facts: _NodeFacts) -> tuple[str, int] | None:
     """Why the node's kubelet will give one of the pod's containers two threads of one core, breaking
     a required SpreadByPCPUs, whatever NUMA nodes its Topology Manager picks, and how many whole-core
@@ -927,6 +962,9 @@ class _Request:
     # per resource of _MEMORY_RESOURCES: None where the columns kept do not decide that hint (another
     # hugepage size asked for, no memory asked for, or another container is admitted first); see _memory_hint.
     memory: tuple[tuple[int, ...] | None, tuple[int, ...] | None] = (None, None)
+    # The free whole-core CPUs a kubelet with full-pcpus-only certainly needs to admit the pod, and the
+    # container that needs them (see _smt_need); (0, "") without exclusive containers.
+    smt_need: tuple[int, str] = (0, "")
 
     @property
     def needs(self) -> bool:
@@ -969,6 +1007,9 @@ class _NodeFacts:
     # A kubelet spreading over NUMA nodes without a hint tries one NUMA node first up to this many CPUs
     # (0: not such a kubelet; see _kubelet_names_a_split_numa_node).
     spread_one_upto: int = 0
+    # Its static CPU manager has full-pcpus-only: each container's CPUs must fit the free whole cores
+    # left by the pod's containers admitted before it (see _smt_need).
+    full_pcpus_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -1055,7 +1096,8 @@ class CPUOrchestration:
             memory = _memory_hint(pod, containers[0][0] if containers else "")
         except InputError:  # a malformed memory request: the kubelet model refuses the pod at Reserve
             memory = (None, None)
-        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus, devices=devices, memory=memory)
+        return _Request(intent, tuple(containers), intent.pod_exclusive_cpus, devices=devices, memory=memory,
+                        smt_need=_smt_need(containers))
 
     # ---- the node
 
@@ -1106,7 +1148,7 @@ class CPUOrchestration:
             spread_one_upto = (topo.num_cpus - 1) // max(topo.num_numa, 1) + 1
         return _NodeFacts(True, info, model.cpu is None, per_core, node_policy, error, node.scope, whole_core_from, packs,
                           tm_policy == "none", hinted and model.memory is None, hinted and model.memory is not None,
-                          spread_one_upto)
+                          spread_one_upto, bool(options is not None and options.full_pcpus_only))
 
     def _verdict(self, state: CycleState, pod: Pod, node: NodeRecord) -> _Verdict:
         """The node-level checks: policy resolution, SMT alignment, enforcement (no free-CPU counting)."""
@@ -1184,6 +1226,9 @@ class CPUOrchestration:
         if len(usable) < request.peak:
             reason = f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {len(usable)}"
             return Status.unschedulable(reason, plugin=self.name)
+        facts = self._facts(node)
+        if facts.full_pcpus_only and len(usable) < request.smt_need[0]:
+            return Status.unschedulable(_smt_refusal(request, len(usable)), plugin=self.name)
         if verdict.numa_policy == "single-numa-node":
             want = request.peak if node.scope == "pod" else max(count for _, count, _ in request.containers)
             best = max((len(usable & n.cpus) for n in machine.numa_nodes), default=0)
@@ -1191,7 +1236,6 @@ class CPUOrchestration:
                 reason = (f"not enough {unit} on one NUMA node for {verdict.policy}: needs {want} CPUs, "
                           f"the best NUMA node has {best}")
                 return Status.unschedulable(reason, plugin=self.name)
-        facts = self._facts(node)
         counts = _bind_counts_of(free.mask, machine)
         split = _kubelet_splits_no_core(verdict, request, facts)
         if split is not None and counts[_whole_core_column(facts)] >= split[1]:
@@ -1270,6 +1314,12 @@ class CPUOrchestration:
                 reasons.set(at[short & (total == have)],
                             f"{REASON_NOT_ENOUGH}: {verdict.policy} needs {request.peak} CPUs on {unit}, the node has {have}")
             ok[at[short]] = False
+            if facts.full_pcpus_only and request.smt_need[0] > request.peak:  # type: ignore[attr-defined]
+                smt = ~short & (total < request.smt_need[0])
+                for have in np.unique(total[smt]).tolist():
+                    reasons.set(at[smt & (total == have)], _smt_refusal(request, have))
+                ok[at[smt]] = False
+                short |= smt
             if verdict.numa_policy == "single-numa-node":
                 want = request.peak if facts.scope == "pod" else max(count for _, count, _ in request.containers)  # type: ignore[attr-defined]
                 narrow = ~short & (best < want)
