@@ -475,10 +475,9 @@ class GPUShare:
                 enough = serves & (free >= count)
                 refused = np.flatnonzero(enough & (clean < count) & (codes == 0))
                 if len(refused):
-                    pairs = np.stack([clean[refused], free[refused]])
-                    seen, which = np.unique(pairs, axis=1, return_inverse=True)
-                    codes[refused] = len(texts) + which.reshape(-1)
-                    texts += [_held_back(count, resource, c, f) for c, f in seen.T.tolist()]
+                    seen, which = _pairs_seen(clean[refused], free[refused])
+                    codes[refused] = len(texts) + which
+                    texts += [_held_back(count, resource, c, f) for c, f in seen]
                 if one_node is not None:
                     judged = np.flatnonzero(enough & one_node & (most >= count) & (codes == 0))
                     if len(judged):
@@ -500,9 +499,9 @@ class GPUShare:
             # Rows whose node is gone are left to the filters that say so.
             refused = np.flatnonzero((fitting < request.count) & table.pick(table.view("live"), rows))
             if len(refused):
-                seen, which = np.unique(np.stack([fitting[refused], candidates[refused]]), axis=1, return_inverse=True)
-                codes[refused] = 1 + which.reshape(-1)
-                texts += [NodeGPUState.too_few(request, f, c).reason for f, c in seen.T.tolist()]
+                seen, which = _pairs_seen(fitting[refused], candidates[refused])
+                codes[refused] = 1 + which
+                texts += [NodeGPUState.too_few(request, f, c).reason for f, c in seen]
         return codes == 0, RowReasons(codes, texts)
 
     def _hint_sets(self, state: CycleState, pod: Pod, table: NodeTable, gpus: GPURows, resource: str, count: int,
@@ -712,6 +711,15 @@ class GPUShare:
         annotation = _device_allocated(allocation, tuple(after.devices[s.minor].memory for s in allocation.shares))
         entry.placement = _with_shares(entry.placement or Placement(node.name), pod, allocation, annotation)
         return Status.success()
+
+
+def _pairs_seen(first: np.ndarray, second: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+    """The distinct (first, second) pairs of two arrays of counts (not negative), in ascending order,
+    and each position's index among them: ``np.unique(..., axis=1)`` without its cost (290 µs for
+    150 pairs, against 60 µs for one key per pair)."""
+    span = int(second.max()) + 1
+    keys, which = np.unique(first * span + second, return_inverse=True)
+    return np.stack([keys // span, keys % span], axis=1).tolist(), which.reshape(-1)
 
 
 def _shared_pick(count: int, resource: str) -> str:
