@@ -541,9 +541,9 @@ class GPUShare:
                 if name == resource:
                     continue
                 by = aligning_manager(name)
-                aligned = scope & aligns(by, cpu_static, mem_static) if by else scope
-                devices = gpus.devices.get(name) if not by else None
-                if name not in table.zone_resources or not (by or devices is not None):
+                aligned = scope & aligns(by, cpu_static, mem_static)  # devices: aligned on every such kubelet
+                devices = None if by else gpus.devices.get(name)
+                if name not in table.zone_resources or (not by and devices is None):
                     exact &= ~aligned  # no count per NUMA node to read
                     continue
                 applies = aligned & (amount <= table.pick(table.zone_capacity_max(name), at))
