@@ -13,14 +13,12 @@ machines and kubelets the vector forms refuse nothing the replica admits.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
-from tests.scheduler.numa_verdicts import numa_verdicts
+from tests.scheduler.numa_verdicts import filled_container_scope_node, numa_verdicts, static_cpu_node
 from tests.scheduler.strategies import NodeShape, node_shapes
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler.cluster import Cluster
@@ -34,15 +32,7 @@ MI = 2**20
 
 def _cluster(memory_manager: str = "Static", scope: str = "container", policy: str = "single-numa-node") -> Cluster:
     """One node: 2 NUMA nodes of 8 CPUs and 32 GiB (CPU 0 reserved), static CPU manager."""
-    machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 8} for c in range(16)],
-                                     memory_per_numa=32 * GI)
-    config = KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy="static",
-                           reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI}, system_reserved={"memory": GI},
-                           memory_manager_policy=memory_manager,
-                           reserved_memory={0: {"memory": 2 * GI + 100 * MI}} if memory_manager == "Static" else {})
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=machine, kubelet_config=config)
-    return cluster
+    return static_cpu_node(policy=policy, scope=scope, memory_manager=memory_manager)
 
 
 def _guaranteed(name: str, cpus: int, memory: int, *, init: tuple[int, int] | None = None, sidecar: bool = False) -> Pod:
@@ -165,14 +155,9 @@ def test_the_vector_forms_refuse_only_what_the_kubelet_refuses_after_an_init_con
     manager, CPU manager option and machine of the strategies), after bound pods: the batch and
     few-rows forms agree, and refuse only pods the replica refuses."""
     assume(shape.config.cpu_manager_policy == "static")
-    config = dataclasses.replace(shape.config, topology_manager_policy=policy, topology_manager_scope="container")
-    cluster = Cluster()
-    cluster.set_node(NodeSpec("n"), machine=shape.machine, kubelet_config=config, device_plugins=shape.devices)
-    for i, cpus in enumerate(fill):
-        pod = Pod(f"f{i}", uid=f"f{i}", containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
-        if cluster.nodes["n"].model.admit(pod, trial=True).admitted:
-            cluster.nodes["n"].model.unadmit(pod.uid)
-            cluster.add_bound_pod(pod, "n", now=0.0)
+    cluster = filled_container_scope_node(shape, policy, (
+        Pod(f"f{i}", uid=f"f{i}", containers=(Container("app", limits={"cpu": cpus * 1000, "memory": GI}),))
+        for i, cpus in enumerate(fill)))
     batch, few, exact = numa_verdicts(cluster, _chain("p", init, tuple(apps)))
     event(f"exact {exact}, batch {batch}")
     assert batch == few

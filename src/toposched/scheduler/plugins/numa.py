@@ -65,7 +65,10 @@ class AlignedRequest:
     (it lets them reuse its CPUs and then offers them only NUMA sets holding every reusable CPU,
     upstream ``generateCPUTopologyHints``): per such container, its row in ``stacked`` and what the
     exclusive containers before it took of that zone (in ``stacked``'s columns). See
-    :func:`_reuse_holds_in_first_zone`.
+    :func:`_reuse_spans`.
+
+    ``walk``: the containers a container-scope kubelet places one after the other on single NUMA
+    nodes, as (row of ``stacked``, step kind) in admission order; see :func:`_containers_in_turn`.
     """
 
     def __init__(self, pod: Pod) -> None:
@@ -90,6 +93,7 @@ class AlignedRequest:
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
         self.aligned_by = [aligning_manager(n) for n in names]
         self.reuse_checks = _reuse_checks(pod, every, names)
+        self.walk = _walk(pod, every)
         # Per row of ``stacked`` that asks for memory or hugepages: (row, [(name's position, amount)]).
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
         self.memory_rows = [(i, [(j, want[j]) for j in memory if want[j]]) for i, want in enumerate(self.stacked_lists)
@@ -153,6 +157,49 @@ def _reuse_checks(pod: Pod, every: list[dict[str, int]], names: list[str]) -> li
         checks.append((row, list(used)))
         used = [u + request.get(n, 0) for u, n in zip(used, names)]
     return checks
+
+
+# The kinds of step of AlignedRequest.walk.
+_INIT = 0    # the pod's regular init container: the lowest zone holding it; what it takes comes back
+_LOWEST = 1  # the lowest zone holding the container
+_FORCED = 2  # the init container's zone, while some of its CPUs are certainly still reusable
+_EITHER = 3  # the init container's zone or the lowest holding one: which depends on the CPUs reused
+
+
+def _walk(pod: Pod, every: list[dict[str, int]]) -> list[tuple[int, int]]:
+    """:attr:`AlignedRequest.walk` from each container's request (``every``, admission order).
+
+    The walk stops before a container asking for devices (which devices a zone offers is the
+    device manager's business) and before a second regular init container with a request (the
+    CPUs it may reuse from the first are not known); a walk of one step decides nothing.
+    A regular init container's exclusive CPUs stay reusable by the pod's later containers, which
+    the static CPU manager then offers only NUMA sets holding those CPUs: certainly while the
+    exclusive containers after it took fewer CPUs than it has (:data:`_FORCED`), possibly after
+    (:data:`_EITHER`).
+    """
+    inits = {id(c) for c in pod.init_containers if not c.is_sidecar}
+    steps: list[tuple[int, int]] = []
+    row = reusable = used = 0
+    seen_init = False
+    for container, request in zip(pod.all_containers, every):
+        if not request:
+            continue
+        row += 1
+        if any(_is_device(k) for k in request):
+            break
+        if id(container) in inits:
+            if seen_init:
+                break
+            seen_init, reusable = True, request.get("cpu", 0)
+            steps.append((row, _INIT))
+            continue
+        if "cpu" not in request or not reusable:
+            kind = _LOWEST
+        else:
+            kind = _FORCED if used < reusable else _EITHER
+            used += request["cpu"]
+        steps.append((row, kind))
+    return steps if len(steps) > 1 else []
 
 
 # Written by NUMAAlignment's PreFilter (or the first reader): the pod's intent (its NUMA and
@@ -271,11 +318,13 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         if len(part):
             ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
                                       restricted=restricted)
-    if request.reuse_checks and not restricted:
-        part = positions[~pod_scope & (table.view("policy")[rows[positions]] == _SINGLE)]
+    if request.walk:  # the kubelet enforces the policy: its containers go one after the other
+        enforcing = table.view("policy")[rows[positions]] == (_RESTRICTED if restricted else _SINGLE)
+        part = positions[~pod_scope & enforcing]
+        part = part[ok[part]]
         if len(part):
-            ok[part] &= _reuse_holds_in_first_zone(table, rows[part], request, cpu_static[part], mem_static[part])
-    elif request.reuse_checks:
+            ok[part] &= _containers_in_turn(table, rows[part], request, cpu_static[part], mem_static[part], restricted)
+    if request.reuse_checks and restricted:
         part = positions[~pod_scope]
         if len(part):
             widest = take_rows(table.zone_capacity_max("cpu"), rows[part])
@@ -363,42 +412,122 @@ def _memory_sets_allow(table: NodeTable, rows: np.ndarray, request: AlignedReque
     return ok
 
 
-def _reuse_holds_in_first_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
-                               mem_static: np.ndarray) -> np.ndarray:
-    """Per row of a container-scope ``single-numa-node`` kubelet: each container of
-    ``request.reuse_checks`` holds in the zone the pod's first (init) container is given, less what
-    the containers before it took there (True where the CPU manager is not static, or where no zone
-    holds the first container: the other checks judge those).
+def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
+                        mem_static: np.ndarray, restricted: bool) -> np.ndarray:
+    """Per row of a container-scope kubelet enforcing ``single-numa-node`` (or ``restricted``): the
+    containers of ``request.walk``, placed one after the other as the kubelet places them, each
+    find a zone.
 
-    The kubelet gives the init container the lowest zone that holds it (every provider's hints are
-    single zones, and among equally narrow merged hints the lowest mask wins). While some of its
-    CPUs are reusable, a later container's CPU hints must contain their NUMA node, so its only
-    single-zone hint is that zone; there it may use the zone as it was before the pod less what
-    the exclusive containers before it took, the init container's CPUs and memory (upstream
-    ``initContainersReusableMemory``) coming back to the pod. Amounts of 0 are not checked: no
-    provider asks for them.
+    Each container is given one zone. Every provider's hints are single zones (under
+    ``restricted``: while each of them could hold the container in one zone, its minAffinitySize
+    is 1 and only single zones are preferred; a row stops being read at the first container for
+    which that is not so), and of equally narrow preferred merged hints the kubelet keeps the
+    first, the lowest zone (upstream ``compareHints``). There the CPU manager takes the
+    container's CPUs, the memory manager its memory (a single-NUMA hint never names a zone of a
+    multi-NUMA group), so the next container finds that zone less what it took. A regular init
+    container's CPUs and memory come back to the pod's later containers (upstream ``cpusToReuse``
+    and ``initContainersReusableMemory``): they take nothing. While its CPUs are reusable a later
+    container's CPU hints must hold their NUMA node, which leaves the init container's zone only
+    (:data:`_FORCED`); where that is not certain (:data:`_EITHER`) the container goes there or to
+    the lowest zone holding it, and the row stops being read where the two differ.
+
+    Under ``restricted`` one more refusal is certain: the init container's memory is a
+    single-NUMA allocation in its zone, so no multi-NUMA memory hint includes that zone, while a
+    container forced there needs every CPU hint to include it. A forced container whose memory no
+    zone's capacity holds has no preferred merged hint.
+
+    Rows whose CPU manager is not static have no forced zone; resources a row does not align are
+    left out. Amounts of 0 are not checked: no provider asks for them.
     """
-    names, want = request.stacked
-    first = want[1].tolist()
-    exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) for by in request.aligned_by]
-    asked = {j for k, _ in request.reuse_checks for j, need in enumerate(want[k].tolist()) if need} | \
-        {j for j, need in enumerate(first) if need}
-    zones = {j: take_rows(table.zone_free(names[j]), rows) for j in sorted(asked)}
-    holds = take_rows(table.zone_valid(), rows)
-    for j, zone in zones.items():
-        if first[j]:
-            holds = holds & ((zone >= first[j]) | exempt[j])
-    zone_of = first_true(holds)
-    ok = np.ones(len(rows), dtype=bool)
-    at = np.flatnonzero(cpu_static & (zone_of < len(holds)))
-    if len(at):
-        chosen = zone_of[at].astype(np.int64)
-        there = {j: zone[chosen, at] for j, zone in zones.items()}
-        for k, used in request.reuse_checks:
-            for j, need in enumerate(want[k].tolist()):
-                if need:
-                    ok[at] &= (there[j] - used[j] >= need) | exempt[j][at]
+    names, _ = request.stacked
+    asked = sorted({j for i, _ in request.walk for j, need in enumerate(request.stacked_lists[i]) if need})
+    free = {j: take_rows(table.zone_free(names[j]), rows) for j in asked}
+    valid = take_rows(table.zone_valid(), rows)  # after the columns exist
+    alone = valid & ~take_rows(table.zone_split(), rows)  # the zones a single-NUMA memory hint may name
+    aligned = {j: np.broadcast_to(aligns(request.aligned_by[j], cpu_static, mem_static), rows.shape) for j in asked}
+    memory = [j for j in asked if request.aligned_by[j] == "memory"]
+    zones, columns = len(valid), np.arange(len(rows))
+
+    def holding(needs: list[int], taken: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The zones holding ``needs`` less ``taken`` (zones x rows), and per row whether it aligns any
+        of them and any memory."""
+        counted = np.zeros(len(rows), dtype=bool)
+        with_memory = np.zeros(len(rows), dtype=bool)
+        holds = valid
+        for j in asked:
+            if needs[j]:
+                counted |= aligned[j]
+                left = free[j] if taken is None else free[j] - taken[j]
+                holds = holds & ((left >= needs[j]) | ~aligned[j])
+                if j in memory:
+                    with_memory |= aligned[j]
+        return holds & (alone | ~with_memory), counted, with_memory
+
+    kinds = {kind for _, kind in request.walk}
+    if not (restricted and _FORCED in kinds):  # (the init container's memory can refuse: walk)
+        # Where one zone holds every container at once (each at least as much as the init container,
+        # and that zone is the init container's), each finds room there: nothing to refuse.
+        init = next((request.stacked_lists[i] for i, kind in request.walk if kind == _INIT), None)
+        totals = [sum(col) for col in zip(*(request.stacked_lists[i] for i, kind in request.walk if kind != _INIT))]
+        room = first_true(holding(totals if init is None else [max(t, n) for t, n in zip(totals, init)])[0])
+        roomy = room < zones
+        if init is not None:
+            roomy &= room == first_true(holding(init)[0])
+        if roomy.all():
+            return np.ones(len(rows), dtype=bool)
+    taken = {j: np.zeros_like(zone) for j, zone in free.items()}
+    ok, alive = np.ones(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
+    forced = np.full(len(rows), zones, dtype=np.int64)  # the init container's zone where its CPUs force it
+    init_memory = np.zeros(len(rows), dtype=bool)  # the init container's memory is in its zone
+    for i, kind in request.walk:
+        needs = request.stacked_lists[i]
+        holds, counted, with_memory = holding(needs, taken)
+        live = alive & counted
+        if restricted:
+            wide_memory = with_memory & ~_memory_fits_one_zone(table, rows, names, needs, memory, aligned)
+            if kind == _FORCED:
+                ok &= ~(live & (forced < zones) & init_memory & wide_memory)
+            wide = wide_memory
+            if "cpu" in names and needs[names.index("cpu")]:
+                cpu = names.index("cpu")
+                wide = wide | (aligned[cpu] & (take_rows(table.zone_capacity_max("cpu"), rows) < needs[cpu]))
+            alive &= ~(live & wide)
+            live &= alive
+        lowest = first_true(holds)
+        found = lowest < zones
+        ok &= ~(live & ~found)
+        if kind == _INIT:
+            cpu_here = "cpu" in names and needs[names.index("cpu")] > 0 and cpu_static
+            forced = np.where(live & found & cpu_here, lowest, zones)
+            init_memory = live & found & with_memory
+            continue
+        zone = lowest
+        if kind in (_FORCED, _EITHER):
+            pinned = live & (forced < zones)
+            in_forced = holds[np.minimum(forced, zones - 1), columns] & pinned
+            if kind == _FORCED:
+                ok &= ~(pinned & ~in_forced)
+                zone = np.where(pinned, forced, lowest)
+            else:
+                alive &= ~(in_forced & found & (lowest != forced))
+                live &= alive
+        place = np.flatnonzero(live & (zone < zones))
+        for j in asked:
+            if needs[j]:
+                at = place[aligned[j][place]]
+                taken[j][zone[at], at] += needs[j]
     return ok
+
+
+def _memory_fits_one_zone(table: NodeTable, rows: np.ndarray, names: list[str], needs: list[int], memory: list[int],
+                          aligned: dict[int, np.ndarray]) -> np.ndarray:
+    """Per row: one zone's allocatable holds every memory resource ``needs`` asks that the row aligns
+    (the memory manager's minAffinitySize is then 1)."""
+    holds = take_rows(table.zone_valid(), rows)
+    for j in memory:
+        if needs[j]:
+            holds = holds & ((take_rows(table.zone_capacity(names[j]), rows) >= needs[j]) | ~aligned[j])
+    return holds.any(axis=0)
 
 
 def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
@@ -676,13 +805,15 @@ class NUMAAlignment:
                 scoped = per_request[:1] if values.pod_scope else per_request[1:]
                 if effective == _SINGLE:
                     ok = all(_one_zone_holds(values, wants) for wants in scoped)
-                    if ok and request.reuse_checks and not values.pod_scope and policy == _SINGLE and values.cpu_static:
-                        ok = _reuse_holds_in_first_zone_row(values, request, per_request, cols)
+                    if ok and request.walk and not values.pod_scope and policy == _SINGLE:
+                        ok = _containers_in_turn_row(values, request, per_request, memory_cols, cpu_col, False)
                 else:
                     ok = all(sum(zone[col] for zone in values.zfree) >= want for col, want in pod_wants)
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
                         ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
                         ok = ok and not _preferred_widths_differ(values, scoped, cpu_col, memory_cols)
+                        if ok and request.walk and not values.pod_scope:
+                            ok = _containers_in_turn_row(values, request, per_request, memory_cols, cpu_col, True)
                         if ok and request.reuse_checks and not values.pod_scope:
                             widest = max(zone[cols[names.index("cpu")]] for zone in values.zcap)
                             ok = all(reusable <= widest or need > widest for reusable, need in _reuse_spans(request))
@@ -738,19 +869,45 @@ def _restricted_holds(values: RowValues, wants: list[tuple[int, int]], memory_co
     return _one_zone_holds(values, singles)
 
 
-def _reuse_holds_in_first_zone_row(values: RowValues, request: AlignedRequest, per_request: list[list[tuple[int, int]]],
-                                   cols: list[int]) -> bool:
-    """One row of :func:`_reuse_holds_in_first_zone`; ``per_request`` holds, per row of
-    ``request.stacked``, the (zone column, amount) pairs the row aligns, ``cols`` the zone column
-    of each of ``stacked``'s names."""
-    first = [(col, need) for col, need in per_request[1] if need]
-    for zone, valid in zip(values.zfree, values.zvalid):
-        if valid and all(zone[col] >= need for col, need in first):
-            for k, used in request.reuse_checks:
-                taken = dict(zip(cols, used))
-                if not all(zone[col] - taken[col] >= need for col, need in per_request[k] if need):
+def _containers_in_turn_row(values: RowValues, request: AlignedRequest, per_request: list[list[tuple[int, int]]],
+                            memory_cols: set[int], cpu_col: int, restricted: bool) -> bool:
+    """One row of :func:`_containers_in_turn`; ``per_request`` holds, per row of ``request.stacked``,
+    the (zone column, amount) pairs the row aligns."""
+    zones = list(zip(values.zfree, values.zvalid, values.zsplit))
+    widest_cpu = max(zone[cpu_col] for zone in values.zcap) if cpu_col >= 0 else 0
+    taken: dict[tuple[int, int], int] = {}
+    forced, init_memory = None, False
+    for i, kind in request.walk:
+        wants = [(col, need) for col, need in per_request[i] if need]
+        if not wants:
+            continue
+        with_memory = any(col in memory_cols for col, _ in wants)
+        if restricted:
+            memory = [(col, need) for col, need in wants if col in memory_cols]
+            wide_memory = bool(memory) and not any(
+                valid and all(capacity[col] >= need for col, need in memory) for capacity, valid in zip(values.zcap, values.zvalid))
+            if kind == _FORCED and forced is not None and init_memory and wide_memory:
+                return False
+            if wide_memory or any(col == cpu_col and need > widest_cpu for col, need in wants):
+                return True  # wider than a zone: the row is not read further
+        holding = [z for z, (free, valid, split) in enumerate(zones) if valid and not (with_memory and split)
+                   and all(free[col] - taken.get((z, col), 0) >= need for col, need in wants)]
+        if not holding:
+            return False
+        zone = holding[0]
+        if kind == _INIT:
+            forced = zone if any(col == cpu_col for col, _ in wants) else None
+            init_memory = with_memory
+            continue
+        if kind != _LOWEST and forced is not None:
+            if kind == _FORCED:
+                if forced not in holding:
                     return False
-            return True
+                zone = forced
+            elif forced in holding and zone != forced:
+                return True  # the init container's zone or another: not known
+        for col, need in wants:
+            taken[zone, col] = taken.get((zone, col), 0) + need
     return True
 
 
