@@ -125,26 +125,34 @@ def test_cpus_and_memory_preferred_at_different_widths_are_never_admitted(scope:
     assert numa_verdicts(cluster, _sized("r", 20, 40)) == (True, True, True)
 
 
-def test_with_align_by_socket_the_cpu_width_is_left_to_the_replica() -> None:
-    # align-by-socket prefers socket-aligned sets too: the CPUs' preferred width is not the fewest
-    # NUMA nodes, so the vector forms do not judge it (the replica does, at Reserve).
-    cluster = _memory_cluster("container", {"align-by-socket": "true"})
-    batch, few, exact = numa_verdicts(cluster, _sized("p", 20, 20))
-    assert batch == few and exact <= batch
-    assert batch
+@pytest.mark.parametrize("scope", ["pod", "container"])
+def test_with_align_by_socket_only_memory_narrower_than_the_cpus_is_judged(scope: str) -> None:
+    cluster = _memory_cluster(scope, {"align-by-socket": "true"})
+    # No CPU hint is narrower than the fewest NUMA nodes whose CPUs hold the request, socket-aligned
+    # or not: 20 CPUs need three, 9 need two, while 20 GiB (or 10) are preferred on two (or one).
+    assert numa_verdicts(cluster, _sized("p", 20, 20)) == (False, False, False)
+    assert numa_verdicts(cluster, _sized("q", 9, 10)) == (False, False, False)
+    assert numa_verdicts(cluster, _sized("r", 9, 20)) == (True, True, True)
+    # Memory wider than the CPUs: align-by-socket may prefer a wider CPU set too (if it is
+    # socket-aligned), so the vector forms leave it to the replica, which refuses this one.
+    assert numa_verdicts(cluster, _sized("s", 12, 40)) == (True, True, False)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=node_shapes(max_numa=6), scope=st.sampled_from(["pod", "container"]),
        fill=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 8)), max_size=3),
-       sizes=st.lists(st.tuples(st.integers(1, 24), st.integers(1, 48)), min_size=1, max_size=2))
+       sizes=st.lists(st.tuples(st.integers(1, 24), st.integers(1, 48)), min_size=1, max_size=2),
+       by_socket=st.booleans())
 def test_the_vector_forms_refuse_only_what_a_restricted_kubelet_refuses(
-        shape: NodeShape, scope: str, fill: list[tuple[int, int]], sizes: list[tuple[int, int]]) -> None:
+        shape: NodeShape, scope: str, fill: list[tuple[int, int]], sizes: list[tuple[int, int]], by_socket: bool) -> None:
     """Kubelets made to enforce restricted (every CPU and memory manager, option and machine of the
-    strategies), after bound pods, asked for pods of one or two containers whose CPUs (1-24) and
-    memory (0.5-24 GiB) may each need several NUMA nodes: the batch and few-rows forms agree, and
-    refuse only pods the replica refuses."""
+    strategies, and ``align-by-socket`` in place of the options for half the static CPU managers),
+    after bound pods, asked for pods of one or two containers whose CPUs (1-24) and memory
+    (0.5-24 GiB) may each need several NUMA nodes: the batch and few-rows forms agree, and refuse
+    only pods the replica refuses."""
     config = dataclasses.replace(shape.config, topology_manager_policy="restricted", topology_manager_scope=scope)
+    if by_socket and config.cpu_manager_policy == "static":
+        config = dataclasses.replace(config, cpu_manager_options={"align-by-socket": "true"})
     cluster = Cluster()
     cluster.set_node(NodeSpec("n"), machine=shape.machine, kubelet_config=config, device_plugins=shape.devices)
     for i, (cpus, half_gib) in enumerate(fill):
@@ -156,6 +164,7 @@ def test_the_vector_forms_refuse_only_what_a_restricted_kubelet_refuses(
     pod = Pod("p", uid="p", containers=tuple(Container(f"c{i}", limits={"cpu": cpus * 1000, "memory": half_gib * GI // 2})
                                              for i, (cpus, half_gib) in enumerate(sizes)))
     batch, few, exact = numa_verdicts(cluster, pod)
-    event(f"exact {exact}, batch {batch}, memory {shape.config.memory_manager_policy}")
+    event(f"exact {exact}, batch {batch}, memory {shape.config.memory_manager_policy}, "
+          f"{'align-by-socket' if config.cpu_manager_options else 'no socket alignment'}")
     assert batch == few
     assert exact <= batch  # a necessary condition: nothing the kubelet admits is refused

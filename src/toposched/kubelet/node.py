@@ -514,6 +514,15 @@ class KubeletNode:
             self._capacity = out
         return {n: dict(z) for n, z in self._capacity.items()}
 
+    def largest_zone_cpus(self) -> int:
+        """The most CPUs one NUMA zone has (millicores, all of them) under the static CPU manager,
+        whatever its options; 0 without one. Upstream's CPU ``minAffinitySize`` counts these
+        (``CPUsInNUMANodes``), ``align-by-socket`` or not, so no CPU hint is narrower than the
+        fewest zones of this size that hold a request."""
+        if self.cpu is None:
+            return 0
+        return max((cpu_mask.bit_count() * 1000 for _, cpu_mask, _ in self._zones), default=0)
+
     def device_counts(self) -> dict[str, dict[int, int]]:
         """Healthy devices per resource per NUMA zone (devices without one NUMA node are not counted)."""
         state = self.devices.state

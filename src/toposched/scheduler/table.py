@@ -75,6 +75,7 @@ class RowValues:
     topology: bool
     schedulable: bool
     live: bool
+    cpu_widest: int
 
 
 class NodeTable:
@@ -109,6 +110,9 @@ class NodeTable:
         self._policy = np.zeros(0, dtype=np.int8)
         self._pod_scope = np.zeros(0, dtype=bool)
         self._cpu_static = np.zeros(0, dtype=bool)
+        # Per row: the CPUs of its largest zone under the static CPU manager, whatever its options
+        # (zone_capacity leaves CPUs out under align-by-socket); see largest_zone_cpus.
+        self._cpu_widest = np.zeros(0, dtype=np.int64)
         self._mem_static = np.zeros(0, dtype=bool)
         self._topology = np.zeros(0, dtype=bool)
         self._schedulable = np.zeros(0, dtype=bool)
@@ -214,7 +218,7 @@ class NodeTable:
                 self._zcap[:, :, row].T.tolist(), self._zvalid[:, row].tolist(), self._zsplit[:, row].tolist(),
                 self._zheld[:, row].tolist(), int(self._policy[row]), bool(self._pod_scope[row]),
                 bool(self._cpu_static[row]), bool(self._mem_static[row]), bool(self._topology[row]),
-                bool(self._schedulable[row]), bool(self._live[row]))
+                bool(self._schedulable[row]), bool(self._live[row]), int(self._cpu_widest[row]))
         return values
 
     def _derive(self) -> None:
@@ -442,6 +446,7 @@ class NodeTable:
         if known is None or known[0][0] is not allocatable[0] or known[0][1] is not allocatable[1]:
             self._write_allocatable(row, record)
             self._write_capacity(row, model.zone_capacity() if model is not None else {})
+            self._cpu_widest[row] = model.largest_zone_cpus() if model is not None else 0
         if known is None or known[1] != requested:
             self._used[:, row] = 0
             index = self._resource_index
@@ -580,7 +585,8 @@ def grown(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.
 
 
 _ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_zsplit", "_zheld",
-               "_mgroups", "_policy", "_pod_scope", "_cpu_static", "_mem_static", "_topology", "_schedulable", "_live", "_taint_class")
+               "_mgroups", "_policy", "_pod_scope", "_cpu_static", "_cpu_widest", "_mem_static", "_topology", "_schedulable", "_live",
+               "_taint_class")
 _DEAD_ROWS_KEPT = 64
 _DERIVED = frozenset(("free", "zmax", "zsum"))  # arrays computed from others at the rows that changed (_derive)
 

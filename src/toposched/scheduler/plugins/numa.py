@@ -532,17 +532,29 @@ def _memory_fits_one_zone(table: NodeTable, rows: np.ndarray, names: list[str], 
 
 def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
                       cpu_static: np.ndarray, mem_static: np.ndarray, ok: np.ndarray) -> None:
-    """:func:`_preferred_widths_differ` into ``ok`` at ``positions`` of ``rows`` (nodes whose kubelet
-    enforces restricted): the pod's request on pod-scope nodes, each container's on container-scope
-    nodes. Only rows where some such request wants more CPUs and more of a memory resource than any
-    one zone could hold are read one by one: elsewhere :func:`_narrowest`'s one-zone rule decides."""
+    """Refuse into ``ok`` at ``positions`` of ``rows`` (nodes whose kubelet enforces restricted) the
+    rows where some request (the pod's on pod-scope nodes, each container's on container-scope
+    nodes) has its CPUs and memory preferred at widths no set has: :func:`_preferred_widths_differ`
+    where the zones give the CPUs' width, :func:`_socket_widths_differ` under ``align-by-socket``."""
     names, _ = request.stacked
     memory = [j for j, by in enumerate(request.aligned_by) if by == "memory"]
     if "cpu" not in names or not memory or not len(positions):
         return
-    cpu = names.index("cpu")
     at = rows[positions]
+    pod_scope = take_rows(table.view("pod_scope"), at)
     widest_cpu = take_rows(table.zone_capacity_max("cpu"), at)
+    _zone_widths(table, at, positions, request, cpu_static, mem_static, ok, pod_scope, widest_cpu)
+    _socket_widths(table, at, positions, request, cpu_static, mem_static, ok, pod_scope, widest_cpu)
+
+
+def _zone_widths(table: NodeTable, at: np.ndarray, positions: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
+                 mem_static: np.ndarray, ok: np.ndarray, pod_scope: np.ndarray, widest_cpu: np.ndarray) -> None:
+    """:func:`_widths_per_scope`'s :func:`_preferred_widths_differ` part. Only rows where some request
+    wants more CPUs and more of a memory resource than any one zone could hold are read one by one:
+    elsewhere :func:`_narrowest`'s one-zone rule decides."""
+    names, _ = request.stacked
+    memory = [j for j, by in enumerate(request.aligned_by) if by == "memory"]
+    cpu = names.index("cpu")
     # Per request asking for both: the rows one zone's CPUs cannot hold it on (a row without a CPU
     # capacity decides nothing); most pods fit a zone everywhere and stop here.
     wide_cpu = {i: (needs[cpu] > widest_cpu) & (widest_cpu > 0) for i, needs in enumerate(request.stacked_lists)
@@ -551,7 +563,6 @@ def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray,
     if not wide_cpu:
         return
     widest_memory = {j: take_rows(table.zone_capacity_max(names[j]), at) for j in memory}
-    pod_scope = take_rows(table.view("pod_scope"), at)
     both = np.zeros(len(at), dtype=bool)
     for i, wide in wide_cpu.items():
         needs = request.stacked_lists[i]
@@ -567,6 +578,60 @@ def _widths_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray,
         scoped = per_request[:1] if pod_scope[p] else per_request[1:]
         if _preferred_widths_differ(table.row_values(row), scoped, cols[cpu], memory_cols):
             ok[position] = False
+
+
+def _socket_widths(table: NodeTable, at: np.ndarray, positions: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
+                   mem_static: np.ndarray, ok: np.ndarray, pod_scope: np.ndarray, widest_cpu: np.ndarray) -> None:
+    """:func:`_widths_per_scope`'s ``align-by-socket`` part (:func:`_socket_widths_differ`): one zone's
+    memory against the CPUs of two zones or more over the rows at once, wider memory row by row."""
+    names, _ = request.stacked
+    memory = [j for j, by in enumerate(request.aligned_by) if by == "memory"]
+    cpu = names.index("cpu")
+    widest = take_rows(table.view("cpu_widest"), at)
+    # align-by-socket rows: a static CPU manager whose CPUs zone_capacity leaves out
+    socket = cpu_static[positions] & mem_static[positions] & (widest > 0) & (widest_cpu == 0)
+    if not socket.any():
+        return
+    valid = take_rows(table.zone_valid(), at)
+    for i, needs in enumerate(request.stacked_lists):
+        asked = [j for j in memory if needs[j]]
+        if not needs[cpu] or not asked:
+            continue
+        scoped = socket & (pod_scope if i == 0 else ~pod_scope)
+        fewest_cpu_zones = -(-needs[cpu] // np.maximum(widest, 1))
+        one_zone = valid
+        for j in asked:
+            one_zone = one_zone & (take_rows(table.zone_capacity(names[j]), at) >= needs[j])
+        refused = scoped & (fewest_cpu_zones >= 2) & one_zone.any(axis=0)
+        ok[positions[refused]] = False
+        cols = [table.zone_column(names[j]) for j in asked]
+        for p in np.flatnonzero(scoped & ~refused & (fewest_cpu_zones >= 3)).tolist():
+            values = table.row_values(int(at[p]))
+            if _socket_widths_differ(values, [(table.zone_column("cpu"), needs[cpu]), *zip(cols, (needs[j] for j in asked))],
+                                     table.zone_column("cpu"), set(cols)):
+                ok[positions[p]] = False
+
+
+def _socket_widths_differ(values: RowValues, wants: list[tuple[int, int]], cpu_col: int, memory_cols: set[int]) -> bool:
+    """Whether, on a node whose kubelet enforces restricted with a static CPU manager under
+    ``align-by-socket`` and the Static memory manager, a request (its (zone column, amount) pairs)
+    certainly gets no preferred merged hint.
+
+    A merged hint is preferred only when every provider's hint is preferred and all name the same
+    NUMA set (upstream ``mergePermutation``). The memory manager prefers the sets exactly as wide
+    as the fewest zones whose allocatable holds the memory (``calculateHints``). No CPU hint is
+    narrower than the fewest zones whose CPUs, all of them counted, could hold the request
+    (``generateCPUTopologyHints``; ``align-by-socket`` prefers wider socket-aligned sets too, never
+    narrower ones), and no zone has more CPUs than the node's largest. So when the memory's width is
+    below ``ceil(CPUs / largest zone's CPUs)``, no set is preferred by both.
+    """
+    cpu = [need for col, need in wants if col == cpu_col and need]
+    memory = [(col, need) for col, need in wants if col in memory_cols and need]
+    if not cpu or not memory or values.cpu_widest <= 0:
+        return False
+    zones = [capacity for capacity, valid in zip(values.zcap, values.zvalid) if valid]
+    memory_width = _fewest_zones(zones, memory)
+    return memory_width is not None and memory_width < -(-cpu[0] // values.cpu_widest)
 
 
 def _preferred_widths_differ(values: RowValues, requests: list[list[tuple[int, int]]], cpu_col: int,
@@ -812,6 +877,9 @@ class NUMAAlignment:
                     if ok and policy == _RESTRICTED:  # the kubelet enforces it: see _narrowest
                         ok = all(_restricted_holds(values, wants, memory_cols) for wants in scoped)
                         ok = ok and not _preferred_widths_differ(values, scoped, cpu_col, memory_cols)
+                        if (ok and cpu_col >= 0 and values.cpu_static and values.mem_static
+                                and not max(zone[cpu_col] for zone in values.zcap)):  # align-by-socket
+                            ok = not any(_socket_widths_differ(values, wants, cpu_col, memory_cols) for wants in scoped)
                         if ok and request.walk and not values.pod_scope:
                             ok = _containers_in_turn_row(values, request, per_request, memory_cols, cpu_col, True)
                         if ok and request.reuse_checks and not values.pod_scope:
