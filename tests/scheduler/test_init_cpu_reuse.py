@@ -104,15 +104,14 @@ def test_later_containers_stay_in_the_init_containers_zone_while_its_cpus_are_re
     assert numa_verdicts(cluster, _chain("r", 6, (6, 1))) == (True, True, True)
 
 
-def test_the_reuse_checks_follow_the_init_containers_cpus() -> None:
+def test_the_forced_containers_follow_the_init_containers_cpus() -> None:
     from toposched.scheduler.plugins.numa import AlignedRequest
 
     request = AlignedRequest(_chain("p", 6, (2, 3, 2, 1)))
-    names, _ = request.stacked
-    cpu = names.index("cpu")
     # c0 and c1 certainly reuse (0 then 2 CPUs taken before them); c2 too (5 < 6); c3 no longer (7).
-    assert [(row, used[cpu]) for row, used in request.reuse_checks] == [(2, 0), (3, 2000), (4, 5000)]
-    assert AlignedRequest(_guaranteed("s", 2, GI, init=(1, GI), sidecar=True)).reuse_checks == []
+    assert [kind for _, kind in request.walk] == [0, 2, 2, 2, 3]
+    assert request.reuse_spans == [(6000, 2000), (4000, 3000), (1000, 2000)]
+    assert AlignedRequest(_guaranteed("s", 2, GI, init=(1, GI), sidecar=True)).reuse_spans == []
 
 
 def test_under_restricted_reusable_cpus_wider_than_a_zone_leave_a_narrow_container_no_preferred_hint() -> None:

@@ -60,15 +60,11 @@ class AlignedRequest:
     only), devices as the device manager does. ``containers`` holds one request per container in
     admission order (empty ones dropped); ``pod`` the pod-scope request. CPUs are in millicores.
 
-    ``reuse_checks``: when the pod's first container is a regular init container with exclusive
-    CPUs, the containers after it that the static CPU manager must place in that container's zone
-    (it lets them reuse its CPUs and then offers them only NUMA sets holding every reusable CPU,
-    upstream ``generateCPUTopologyHints``): per such container, its row in ``stacked`` and what the
-    exclusive containers before it took of that zone (in ``stacked``'s columns). See
-    :func:`_reuse_spans`.
-
     ``walk``: the containers a container-scope kubelet places one after the other on single NUMA
     nodes, as (row of ``stacked``, step kind) in admission order; see :func:`_containers_in_turn`.
+    ``reuse_spans``: per container the walk forces into a regular init container's zone, how many
+    of that container's CPUs are certainly still reusable when it comes, and its own; see
+    :func:`_reuse_spans`.
     """
 
     def __init__(self, pod: Pod) -> None:
@@ -92,8 +88,8 @@ class AlignedRequest:
         self.stacked_lists = stacked.tolist()  # the same, for the plain-Python forms
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
         self.aligned_by = [aligning_manager(n) for n in names]
-        self.reuse_checks = _reuse_checks(pod, every, names)
         self.walk = _walk(pod, every)
+        self.reuse_spans = _reuse_spans(self.walk, names, self.stacked_lists)
         # Per row of ``stacked`` that asks for memory or hugepages: (row, [(name's position, amount)]).
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
         self.memory_rows = [(i, [(j, want[j]) for j in memory if want[j]]) for i, want in enumerate(self.stacked_lists)
@@ -126,37 +122,6 @@ class AlignedRequest:
                     out[name] = value
         out.update({k: v for k, v in container_device_requests(container).items() if v > 0 and _is_device(k)})
         return out
-
-
-def _reuse_checks(pod: Pod, every: list[dict[str, int]], names: list[str]) -> list[tuple[int, list[int]]]:
-    """:attr:`AlignedRequest.reuse_checks` from each container's request (``every``, admission order).
-
-    After a regular init container took ``I`` CPUs in zone z, each later exclusive container may use
-    z as it was before the pod less what the exclusive containers before it took (the init
-    container's CPUs and memory come back to the pod), and it must stay in z while some of the
-    init container's CPUs are still reusable: certainly while those containers took fewer than
-    ``I`` CPUs in all. The walk stops where that is no longer certain: there, at a device request
-    or at another regular init container. A container without exclusive CPUs is passed over (its
-    memory may lie in another zone; leaving it out only makes the check looser).
-    """
-    inits = {id(c) for c in pod.init_containers if not c.is_sidecar}  # regular init containers
-    if not every or id(pod.all_containers[0]) not in inits or "cpu" not in every[0] or any(_is_device(k) for k in every[0]):
-        return []
-    reusable, cpu, row, used = every[0]["cpu"], names.index("cpu"), 1, [0] * len(names)
-    checks = []
-    for container, request in zip(pod.all_containers[1:], every[1:]):
-        if not request:
-            continue
-        row += 1
-        if id(container) in inits or any(_is_device(k) for k in request):
-            break
-        if "cpu" not in request:
-            continue
-        if used[cpu] >= reusable:
-            break
-        checks.append((row, list(used)))
-        used = [u + request.get(n, 0) for u, n in zip(used, names)]
-    return checks
 
 
 # The kinds of step of AlignedRequest.walk.
@@ -324,11 +289,11 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         part = part[ok[part]]
         if len(part):
             ok[part] &= _containers_in_turn(table, rows[part], request, cpu_static[part], mem_static[part], restricted)
-    if request.reuse_checks and restricted:
+    if request.reuse_spans and restricted:
         part = positions[~pod_scope]
         if len(part):
             widest = take_rows(table.zone_capacity_max("cpu"), rows[part])
-            for reusable, need in _reuse_spans(request):
+            for reusable, need in request.reuse_spans:
                 ok[part] &= (reusable <= widest) | (need > widest)
 
 
@@ -682,9 +647,9 @@ def _fewest_zones(zones: list[list[int]], wants: list[tuple[int, int]]) -> int |
     return None
 
 
-def _reuse_spans(request: AlignedRequest) -> list[tuple[int, int]]:
-    """Per container of ``request.reuse_checks`` that asks for exclusive CPUs: how many of the init
-    container's CPUs are certainly still reusable when it comes (millicores), and its CPUs.
+def _reuse_spans(walk: list[tuple[int, int]], names: list[str], stacked: list[list[int]]) -> list[tuple[int, int]]:
+    """:attr:`AlignedRequest.reuse_spans` from the walk: per :data:`_FORCED` step, the init
+    container's CPUs (millicores) less those of the forced containers before it, and its own.
 
     On a container-scope kubelet enforcing ``restricted`` with the static CPU manager, CPU hints
     must hold the NUMA node of every reusable CPU (upstream ``generateCPUTopologyHints``). Where
@@ -693,10 +658,18 @@ def _reuse_spans(request: AlignedRequest) -> list[tuple[int, int]]:
     container whose CPUs one zone could hold is wider than its ``minAffinitySize`` of 1. None is
     preferred, and the kubelet refuses the pod with a TopologyAffinityError.
     """
-    names, want = request.stacked
+    if "cpu" not in names:
+        return []
     cpu = names.index("cpu")
-    first = int(want[1, cpu])
-    return [(first - used[cpu], int(want[k, cpu])) for k, used in request.reuse_checks if want[k, cpu]]
+    spans, reusable = [], 0
+    for i, kind in walk:
+        need = stacked[i][cpu]
+        if kind == _INIT:
+            reusable = need
+        elif kind == _FORCED:
+            spans.append((reusable, need))
+            reusable -= need
+    return spans
 
 
 def _narrowest(aligned_by: list[str], widest: list[np.ndarray], capacity: Callable[[int], np.ndarray], needs: list[int]
@@ -882,9 +855,9 @@ class NUMAAlignment:
                             ok = not any(_socket_widths_differ(values, wants, cpu_col, memory_cols) for wants in scoped)
                         if ok and request.walk and not values.pod_scope:
                             ok = _containers_in_turn_row(values, request, per_request, memory_cols, cpu_col, True)
-                        if ok and request.reuse_checks and not values.pod_scope:
-                            widest = max(zone[cols[names.index("cpu")]] for zone in values.zcap)
-                            ok = all(reusable <= widest or need > widest for reusable, need in _reuse_spans(request))
+                        if ok and request.reuse_spans and not values.pod_scope:
+                            widest = max(zone[cpu_col] for zone in values.zcap)
+                            ok = all(reusable <= widest or need > widest for reusable, need in request.reuse_spans)
             if (ok and values.topology and values.mem_static and policy == _RESTRICTED and request.memory_rows
                     and _memory_groups_matter_row(values, request, cols)):
                 which = {0} if values.pod_scope else set(range(1, len(request.stacked_lists)))
