@@ -36,13 +36,16 @@ def numa_verdicts(cluster: Cluster, pod: Pod, node: str = "n") -> tuple[bool, bo
 
 
 def static_cpu_node(numa: int = 2, *, policy: str = "single-numa-node", scope: str = "container",
-                    memory_manager: str = "Static") -> Cluster:
+                    memory_manager: str = "Static", cpu_manager: str = "static") -> Cluster:
     """A cluster of one node "n": ``numa`` NUMA nodes of 8 one-thread cores and 32 GiB (CPU 0
-    reserved), the static CPU manager, and the given Topology Manager and memory manager."""
+    reserved), the static CPU manager (or ``cpu_manager``), and the given Topology Manager and
+    memory manager (``max-allowable-numa-nodes`` set past 8 NUMA nodes, as upstream requires)."""
     machine = Machine.from_cpu_table([{"cpu": c, "core": c, "socket": 0, "numa": c // 8} for c in range(8 * numa)],
                                      memory_per_numa=32 * GI)
-    config = KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy="static",
-                           reserved_system_cpus=CPUSet([0]), kube_reserved={"memory": GI}, system_reserved={"memory": GI},
+    config = KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy=cpu_manager,
+                           topology_manager_options={"max-allowable-numa-nodes": str(numa)} if numa > 8 else {},
+                           reserved_system_cpus=CPUSet([0]) if cpu_manager == "static" else None,
+                           kube_reserved={"memory": GI}, system_reserved={"memory": GI},
                            memory_manager_policy=memory_manager,
                            reserved_memory={0: {"memory": 2 * GI + 100 * MI}} if memory_manager == "Static" else {})
     cluster = Cluster()
@@ -50,10 +53,10 @@ def static_cpu_node(numa: int = 2, *, policy: str = "single-numa-node", scope: s
     return cluster
 
 
-def filled_container_scope_node(shape: Any, policy: str, fill: Iterable[Pod]) -> Cluster:
-    """A cluster of one node "n" of ``shape`` (a strategies ``NodeShape``) whose kubelet enforces
-    ``policy`` at container scope, holding each pod of ``fill`` its replica admits."""
-    config = dataclasses.replace(shape.config, topology_manager_policy=policy, topology_manager_scope="container")
+def filled_container_scope_node(shape: Any, policy: str, fill: Iterable[Pod], scope: str = "container") -> Cluster:
+    """A cluster of one node "n" of ``shape`` (a strategies ``NodeShape``) whose kubelet has the
+    Topology Manager ``policy`` at ``scope``, holding each pod of ``fill`` its replica admits."""
+    config = dataclasses.replace(shape.config, topology_manager_policy=policy, topology_manager_scope=scope)
     cluster = Cluster()
     cluster.set_node(NodeSpec("n"), machine=shape.machine, kubelet_config=config, device_plugins=shape.devices)
     for pod in fill:

@@ -56,7 +56,8 @@ class RowValues:
     """One row of the table as plain Python values, for plugins judging a few rows without NumPy.
 
     ``alloc``/``used`` are indexed by :meth:`NodeTable.resource_column`; ``zfree`` has
-    ``max_zones`` lists indexed by :meth:`NodeTable.zone_column` (all zeros in invalid slots),
+    ``max_zones`` lists (the table's zone slots when the row was read: they grow to the node with
+    the most NUMA nodes) indexed by :meth:`NodeTable.zone_column` (all zeros in invalid slots),
     ``zvalid``, ``zsplit`` and ``zheld`` one bool per slot (:meth:`NodeTable.zone_split`,
     :meth:`NodeTable.zone_held`); the flags are the table's columns of the same names.
     """
@@ -396,6 +397,28 @@ class NodeTable:
         self._since_at, self._since = -1, {}
         self.layout += 1
 
+    def _fit_zones(self, count: int) -> None:
+        """Give every zone array at least ``count`` zone slots, so a node with more NUMA nodes than
+        the table had slots for is read whole (a zone left out would make the zone checks refuse
+        pods that one of its NUMA nodes holds). The rows already written keep their zones in the
+        first slots, the new ones invalid; as after :meth:`_compact`, every earlier stamp becomes
+        too old and :attr:`layout` is bumped, so caches shaped by the slots rebuild."""
+        if count <= self.max_zones:
+            return
+        extra = count - self.max_zones
+        for name in ("_zfree", "_zcap"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.zeros((old.shape[0], extra, old.shape[2]), old.dtype)], axis=1))
+        for name in ("_zvalid", "_zsplit", "_zheld"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.zeros((extra, old.shape[1]), old.dtype)], axis=0))
+        self.max_zones = count
+        self._values.clear()
+        self._views.clear()
+        self._changes_dropped, self._changes = self.stamp + 1, []
+        self._since_at, self._since = -1, {}
+        self.layout += 1
+
     def _row(self, name: str) -> int:
         row = self.index.get(name)
         if row is None:
@@ -437,6 +460,8 @@ class NodeTable:
         if self._specs.get(row) is not record.spec:
             self._index_spec(row, record.spec)
         model = record.model
+        if model is not None:
+            self._fit_zones(len(model.machine.numa_ids))
         # Only what changed is rewritten (a pod's reservation changes its node's requests, and
         # its zones only when it pins something). Adding a column forgets every row's sources.
         known = self._sources.get(row)

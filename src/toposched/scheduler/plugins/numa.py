@@ -42,9 +42,11 @@ from toposched.workload import GUARANTEED, Container, Pod
 __all__ = ["ALIGNED_REQUEST", "POD_INTENT", "AlignedRequest", "NUMAAlignment", "NUMAScore", "aligned_request", "aligning_manager", "aligns"]
 
 _POLICY_NAMES = {code: name for name, code in POLICY_CODES.items()}
+_SCORE_ZONES = 8  # NUMAScore's scale: 100 for one zone down to 0 for this many (the table's zone slots may grow past it)
 _MAX_SETS = 4096  # NUMA sets _fewest_zones tries at one width (8 NUMA nodes have at most 70)
 _SINGLE = POLICY_CODES["single-numa-node"]
 _RESTRICTED = POLICY_CODES["restricted"]
+_BEST_EFFORT = POLICY_CODES["best-effort"]
 
 
 _Plan = tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]  # see AlignedRequest.plan
@@ -378,7 +380,7 @@ def _memory_sets_allow(table: NodeTable, rows: np.ndarray, request: AlignedReque
 
 
 def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequest, cpu_static: np.ndarray,
-                        mem_static: np.ndarray, restricted: bool) -> np.ndarray:
+                        mem_static: np.ndarray, restricted: bool, lenient: bool = False) -> np.ndarray:
     """Per row of a container-scope kubelet enforcing ``single-numa-node`` (or ``restricted``): the
     containers of ``request.walk``, placed one after the other as the kubelet places them, each
     find a zone.
@@ -403,6 +405,13 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
 
     Rows whose CPU manager is not static have no forced zone; resources a row does not align are
     left out. Amounts of 0 are not checked: no provider asks for them.
+
+    ``lenient``: the rows' kubelets enforce no alignment (Topology Manager ``none``, or
+    ``best-effort`` without a static CPU manager) and the caller passes no CPU as aligned. The
+    Static memory manager still places each container's memory on its best hint, the lowest zone
+    holding it while one does (upstream ``findBestHint``), so the walk is the same; where no zone
+    holds a container, the row is refused only if no multi-NUMA set could either
+    (:func:`_no_memory_set`), and is not read further otherwise.
     """
     names, _ = request.stacked
     asked = sorted({j for i, _ in request.walk for j, need in enumerate(request.stacked_lists[i]) if need})
@@ -441,6 +450,7 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
         if roomy.all():
             return np.ones(len(rows), dtype=bool)
     taken = {j: np.zeros_like(zone) for j, zone in free.items()}
+    held = take_rows(table.zone_held(), rows).copy() if lenient else None  # zones with single-NUMA allocations
     ok, alive = np.ones(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
     forced = np.full(len(rows), zones, dtype=np.int64)  # the init container's zone where its CPUs force it
     init_memory = np.zeros(len(rows), dtype=bool)  # the init container's memory is in its zone
@@ -460,7 +470,16 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
             live &= alive
         lowest = first_true(holds)
         found = lowest < zones
+        if held is not None:
+            stuck = live & ~found
+            if stuck.any():
+                ok &= ~(stuck & _no_memory_set(valid & ~held, {j: free[j] for j in memory}, needs, aligned))
+                alive &= ~stuck
+                live &= alive
         ok &= ~(live & ~found)
+        if held is not None:  # its memory is a single-NUMA allocation: no multi-NUMA set may hold the zone
+            at = np.flatnonzero(live & found & with_memory)
+            held[lowest[at], at] = True
         if kind == _INIT:
             cpu_here = "cpu" in names and needs[names.index("cpu")] > 0 and cpu_static
             forced = np.where(live & found & cpu_here, lowest, zones)
@@ -482,6 +501,64 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
                 at = place[aligned[j][place]]
                 taken[j][zone[at], at] += needs[j]
     return ok
+
+
+def _lenient_memory(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
+                    node_policy: np.ndarray, cpu_static: np.ndarray, ok: np.ndarray) -> None:
+    """Refuse into ``ok`` at ``positions`` of ``rows`` (nodes with the Static memory manager whose
+    kubelet enforces no alignment: Topology Manager ``none`` or ``best-effort``) the rows where the
+    memory manager certainly finds no place for a container's memory.
+
+    The memory manager allocates container by container. Where the Topology Manager is ``none``
+    (whatever its scope) or at container scope, the first container asking for memory meets the
+    zones as they were: where no zone has enough of some memory resource and
+    :func:`_no_memory_set`, the kubelet refuses. (A zone of a multi-NUMA group counts as holding
+    it: under ``best-effort`` the merged hint may name it alone, and the memory manager then takes
+    it.) Where the hint is the memory manager's own
+    (Topology Manager ``none``, or no static CPU manager to merge with), the containers' memory
+    goes in turn: :func:`_containers_in_turn`, lenient. At pod scope under ``best-effort`` each
+    container gets the pod's merged hint, which these rules do not read.
+    """
+    positions = positions[(node_policy[positions] == 0) | ~take_rows(table.view("pod_scope"), rows[positions])]
+    first = next((i for i, _ in request.memory_rows if i > 0), None)
+    if first is None or not len(positions):
+        return
+    names, _ = request.stacked
+    needs = request.stacked_lists[first]
+    wants = next(w for k, w in request.memory_rows if k == first)
+    # Rows where some memory resource's largest free zone is too small: no zone holds the container.
+    # (Where each resource has such a zone, but not one zone for all, the rows are passed: the few-rows form does the same.)
+    narrow = np.zeros(len(positions), dtype=bool)
+    for j, need in wants:
+        narrow |= take_rows(table.zone_max(names[j]), rows[positions]) < need
+    if narrow.any():
+        part = positions[narrow]
+        at = rows[part]
+        free = {j: take_rows(table.zone_free(names[j]), at) for j, _ in wants}
+        joinable = take_rows(table.zone_valid(), at) & ~take_rows(table.zone_held(), at)
+        ok[part] &= ~_no_memory_set(joinable, free, needs, {j: np.ones(len(at), dtype=bool) for j in free})
+    if request.walk:
+        part = positions[((node_policy[positions] == 0) | ~cpu_static[positions]) & ok[positions]]
+        if len(part):
+            ok[part] &= _containers_in_turn(table, rows[part], request, np.zeros(len(part), dtype=bool),
+                                            np.ones(len(part), dtype=bool), False, lenient=True)
+
+
+def _no_memory_set(joinable: np.ndarray, free: dict[int, np.ndarray], needs: list[int], aligned: dict[int, np.ndarray]
+                   ) -> np.ndarray:
+    """Per row: the memory ``needs`` asks (of the resources in ``free``, zones x rows, that the row
+    aligns) exceeds the free memory of the ``joinable`` zones together (zones x rows: those no
+    single-NUMA allocation holds). Where no single zone holds the memory either, the Static memory
+    manager has no valid hint (upstream ``calculateHints``: a multi-NUMA set holds no zone with a
+    single-NUMA allocation), and the kubelet refuses the container whatever its Topology Manager
+    policy: TopologyAffinityError where it enforces alignment, UnexpectedAdmissionError where the
+    memory manager is left to find a set itself (``getDefaultHint``) or to extend or use the
+    merged one."""
+    short = np.zeros(joinable.shape[1], dtype=bool)
+    for j, zone in free.items():
+        if needs[j]:
+            short |= aligned[j] & ((zone * joinable).sum(axis=0) < needs[j])
+    return short
 
 
 def _memory_fits_one_zone(table: NodeTable, rows: np.ndarray, names: list[str], needs: list[int], memory: list[int],
@@ -809,6 +886,8 @@ class NUMAAlignment:
             _widths_per_scope(table, rows, enforced[ok[enforced]], request, cpu_static, mem_static, ok)
         if request.memory_rows:
             _memory_sets_per_scope(table, rows, request, node_policy, topology & mem_static & ok, ok)
+            _lenient_memory(table, rows, np.flatnonzero(topology & mem_static & (node_policy <= _BEST_EFFORT) & ok), request,
+                            node_policy, cpu_static, ok)
         return ok, _with_conflicts(f"cannot align {', '.join(sorted(request.pod))} on the node's NUMA nodes", conflict,
                                    node_policy, intent)
 
@@ -862,6 +941,8 @@ class NUMAAlignment:
                     and _memory_groups_matter_row(values, request, cols)):
                 which = {0} if values.pod_scope else set(range(1, len(request.stacked_lists)))
                 ok = _memory_sets_allow_row(values, request, cols, which)
+            if ok and values.topology and values.mem_static and policy <= _BEST_EFFORT and request.memory_rows:
+                ok = _lenient_memory_row(values, request, cols, memory_cols, cpu_col)
             out.append(None if ok else reason)
         return out
 
@@ -911,12 +992,13 @@ def _restricted_holds(values: RowValues, wants: list[tuple[int, int]], memory_co
 
 
 def _containers_in_turn_row(values: RowValues, request: AlignedRequest, per_request: list[list[tuple[int, int]]],
-                            memory_cols: set[int], cpu_col: int, restricted: bool) -> bool:
+                            memory_cols: set[int], cpu_col: int, restricted: bool, lenient: bool = False) -> bool:
     """One row of :func:`_containers_in_turn`; ``per_request`` holds, per row of ``request.stacked``,
     the (zone column, amount) pairs the row aligns."""
     zones = list(zip(values.zfree, values.zvalid, values.zsplit))
     widest_cpu = max(zone[cpu_col] for zone in values.zcap) if cpu_col >= 0 else 0
     taken: dict[tuple[int, int], int] = {}
+    held = list(values.zheld)
     forced, init_memory = None, False
     for i, kind in request.walk:
         wants = [(col, need) for col, need in per_request[i] if need]
@@ -934,8 +1016,11 @@ def _containers_in_turn_row(values: RowValues, request: AlignedRequest, per_requ
         holding = [z for z, (free, valid, split) in enumerate(zones) if valid and not (with_memory and split)
                    and all(free[col] - taken.get((z, col), 0) >= need for col, need in wants)]
         if not holding:
-            return False
+            return lenient and not _no_memory_set_row(values, [(col, need) for col, need in wants if col in memory_cols],
+                                                      held)
         zone = holding[0]
+        if with_memory:
+            held[zone] = True
         if kind == _INIT:
             forced = zone if any(col == cpu_col for col, _ in wants) else None
             init_memory = with_memory
@@ -949,6 +1034,28 @@ def _containers_in_turn_row(values: RowValues, request: AlignedRequest, per_requ
                 return True  # the init container's zone or another: not known
         for col, need in wants:
             taken[zone, col] = taken.get((zone, col), 0) + need
+    return True
+
+
+def _no_memory_set_row(values: RowValues, wants: list[tuple[int, int]], held: list[bool]) -> bool:
+    """One row of :func:`_no_memory_set`: some (zone column, amount) of ``wants`` exceeds the free
+    memory of the valid zones ``held`` does not mark, together."""
+    return any(sum(zone[col] for zone, valid, taken in zip(values.zfree, values.zvalid, held) if valid and not taken) < need
+               for col, need in wants)
+
+
+def _lenient_memory_row(values: RowValues, request: AlignedRequest, cols: list[int], memory_cols: set[int],
+                        cpu_col: int) -> bool:
+    """One row of :func:`_lenient_memory`; ``cols`` the zone column of each of ``request.stacked``'s names."""
+    first = next((i for i, _ in request.memory_rows if i > 0), None)
+    if first is None or (values.pod_scope and values.policy != 0):
+        return True
+    wants = [(cols[j], need) for j, need in next(w for k, w in request.memory_rows if k == first)]
+    if any(max(zone[col] for zone in values.zfree) < need for col, need in wants) and _no_memory_set_row(values, wants, values.zheld):
+        return False
+    if request.walk and (values.policy == 0 or not values.cpu_static):
+        per_request, _ = request.plan(cols, False, True)
+        return _containers_in_turn_row(values, request, per_request, memory_cols, cpu_col, False, lenient=True)
     return True
 
 
@@ -1001,7 +1108,7 @@ def _node_policy(node: NodeRecord) -> NodePolicy:
 class NUMAScore:
     """Prefer the node where the pod's aligned request needs the fewest NUMA zones.
 
-    Score = 100 for one zone, falling linearly to 0 at ``max_zones``; nodes without topology
+    Score = 100 for one zone, falling linearly to 0 at :data:`_SCORE_ZONES` or more; nodes without topology
     data score 0 for pods with an aligned request (nothing there keeps them aligned), and every
     node scores 0 for pods without one (this plugin then has no opinion).
     """
@@ -1021,10 +1128,9 @@ class NUMAScore:
             if len(wide):
                 ordered = -np.sort(-take_rows(table.zone_free(name), rows[wide]).T, axis=1)
                 covered = np.cumsum(ordered, axis=1) >= want
-                count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, table.max_zones)
+                count = np.where(covered.any(axis=1), covered.argmax(axis=1) + 1, _SCORE_ZONES)
                 needed[wide] = np.maximum(needed[wide], count)
-        zones = table.max_zones
-        score = (zones - needed) * MAX_NODE_SCORE // max(1, zones - 1)
+        score = (_SCORE_ZONES - np.minimum(needed, _SCORE_ZONES)) * MAX_NODE_SCORE // (_SCORE_ZONES - 1)
         return np.where(table.pick(table.view("topology"), rows), score, 0).astype(np.int64)
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
@@ -1033,7 +1139,7 @@ class NUMAScore:
         if not request.pod:
             return [0] * len(rows)
         plan = [(table.zone_column(name), want) for name, want in request.pod.items()]
-        zones = table.max_zones
+        zones = _SCORE_ZONES
         out = []
         for row in rows:
             values = table.row_values(row)
@@ -1047,7 +1153,7 @@ class NUMAScore:
                         break
                 else:  # no one zone is enough: how many it takes, largest first
                     needed = max(needed, _zones_to_cover([zone[col] for zone in values.zfree], want, zones))
-            out.append((zones - needed) * MAX_NODE_SCORE // max(1, zones - 1))
+            out.append((zones - min(needed, zones)) * MAX_NODE_SCORE // (zones - 1))
         return out
 
     def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
