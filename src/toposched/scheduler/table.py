@@ -391,6 +391,12 @@ class NodeTable:
         self.index = {name: row for row, name in enumerate(self.names)}
         self._specs = {renumber[row]: spec for row, spec in self._specs.items() if row in renumber}
         self._sources = {renumber[row]: source for row, source in self._sources.items() if row in renumber}
+        self._forget_layout()
+
+    def _forget_layout(self) -> None:
+        """After the arrays changed shape or row numbers: every earlier stamp becomes too old
+        (:meth:`changed_since` answers None, so each cache keyed by row rebuilds) and :attr:`layout`
+        is bumped for those that key rows by other means."""
         self._values.clear()
         self._views.clear()
         self._changes_dropped, self._changes = self.stamp + 1, []
@@ -401,23 +407,13 @@ class NodeTable:
         """Give every zone array at least ``count`` zone slots, so a node with more NUMA nodes than
         the table had slots for is read whole (a zone left out would make the zone checks refuse
         pods that one of its NUMA nodes holds). The rows already written keep their zones in the
-        first slots, the new ones invalid; as after :meth:`_compact`, every earlier stamp becomes
-        too old and :attr:`layout` is bumped, so caches shaped by the slots rebuild."""
+        first slots, the new ones invalid; caches shaped by the slots rebuild (:meth:`_forget_layout`)."""
         if count <= self.max_zones:
             return
-        extra = count - self.max_zones
-        for name in ("_zfree", "_zcap"):
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.zeros((old.shape[0], extra, old.shape[2]), old.dtype)], axis=1))
-        for name in ("_zvalid", "_zsplit", "_zheld"):
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.zeros((extra, old.shape[1]), old.dtype)], axis=0))
+        self._zfree, self._zcap = (grown(a, count, axis=1) for a in (self._zfree, self._zcap))
+        self._zvalid, self._zsplit, self._zheld = (grown(a, count, False, axis=0) for a in (self._zvalid, self._zsplit, self._zheld))
         self.max_zones = count
-        self._values.clear()
-        self._views.clear()
-        self._changes_dropped, self._changes = self.stamp + 1, []
-        self._since_at, self._since = -1, {}
-        self.layout += 1
+        self._forget_layout()
 
     def _row(self, name: str) -> int:
         row = self.index.get(name)

@@ -96,6 +96,8 @@ class AlignedRequest:
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
         self.memory_rows = [(i, [(j, want[j]) for j in memory if want[j]]) for i, want in enumerate(self.stacked_lists)
                             if any(want[j] for j in memory)]
+        # The first container asking for memory, as its row of ``stacked`` and (name's position, amount) pairs.
+        self.first_memory = next(((i, wants) for i, wants in self.memory_rows if i > 0), None)
         self._plans: dict[tuple[tuple[int, ...], bool, bool], _Plan] = {}
 
     def plan(self, cols: list[int], cpu_static: bool, mem_static: bool) -> _Plan:
@@ -421,6 +423,10 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
     aligned = {j: np.broadcast_to(aligns(request.aligned_by[j], cpu_static, mem_static), rows.shape) for j in asked}
     memory = [j for j in asked if request.aligned_by[j] == "memory"]
     zones, columns = len(valid), np.arange(len(rows))
+    cpu = names.index("cpu") if "cpu" in names else -1
+    if restricted:  # what minAffinitySize counts: the same for every step
+        capacity = {j: take_rows(table.zone_capacity(names[j]), rows) for j in memory}
+        widest_cpu = take_rows(table.zone_capacity_max("cpu"), rows) if cpu >= 0 else None
 
     def holding(needs: list[int], taken: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The zones holding ``needs`` less ``taken`` (zones x rows), and per row whether it aligns any
@@ -459,13 +465,12 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
         holds, counted, with_memory = holding(needs, taken)
         live = alive & counted
         if restricted:
-            wide_memory = with_memory & ~_memory_fits_one_zone(table, rows, names, needs, memory, aligned)
+            wide_memory = with_memory & ~_memory_fits_one_zone(valid, capacity, needs, aligned)
             if kind == _FORCED:
                 ok &= ~(live & (forced < zones) & init_memory & wide_memory)
             wide = wide_memory
-            if "cpu" in names and needs[names.index("cpu")]:
-                cpu = names.index("cpu")
-                wide = wide | (aligned[cpu] & (take_rows(table.zone_capacity_max("cpu"), rows) < needs[cpu]))
+            if cpu >= 0 and needs[cpu]:
+                wide = wide | (aligned[cpu] & (widest_cpu < needs[cpu]))
             alive &= ~(live & wide)
             live &= alive
         lowest = first_true(holds)
@@ -481,7 +486,7 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
             at = np.flatnonzero(live & found & with_memory)
             held[lowest[at], at] = True
         if kind == _INIT:
-            cpu_here = "cpu" in names and needs[names.index("cpu")] > 0 and cpu_static
+            cpu_here = cpu >= 0 and needs[cpu] > 0 and cpu_static
             forced = np.where(live & found & cpu_here, lowest, zones)
             init_memory = live & found & with_memory
             continue
@@ -520,12 +525,11 @@ def _lenient_memory(table: NodeTable, rows: np.ndarray, positions: np.ndarray, r
     container gets the pod's merged hint, which these rules do not read.
     """
     positions = positions[(node_policy[positions] == 0) | ~take_rows(table.view("pod_scope"), rows[positions])]
-    first = next((i for i, _ in request.memory_rows if i > 0), None)
-    if first is None or not len(positions):
+    if request.first_memory is None or not len(positions):
         return
     names, _ = request.stacked
+    first, wants = request.first_memory
     needs = request.stacked_lists[first]
-    wants = next(w for k, w in request.memory_rows if k == first)
     # Rows where some memory resource's largest free zone is too small: no zone holds the container.
     # (Where each resource has such a zone, but not one zone for all, the rows are passed: the few-rows form does the same.)
     narrow = np.zeros(len(positions), dtype=bool)
@@ -561,14 +565,15 @@ def _no_memory_set(joinable: np.ndarray, free: dict[int, np.ndarray], needs: lis
     return short
 
 
-def _memory_fits_one_zone(table: NodeTable, rows: np.ndarray, names: list[str], needs: list[int], memory: list[int],
-                          aligned: dict[int, np.ndarray]) -> np.ndarray:
-    """Per row: one zone's allocatable holds every memory resource ``needs`` asks that the row aligns
-    (the memory manager's minAffinitySize is then 1)."""
-    holds = take_rows(table.zone_valid(), rows)
-    for j in memory:
+def _memory_fits_one_zone(valid: np.ndarray, capacity: dict[int, np.ndarray], needs: list[int],
+                          aligned: Mapping[int, np.ndarray | bool]) -> np.ndarray:
+    """Per row: one valid zone's allocatable (``capacity``, per memory resource zones x rows) holds
+    every memory resource ``needs`` asks that the row aligns (the memory manager's minAffinitySize
+    is then 1)."""
+    holds = valid
+    for j, zone in capacity.items():
         if needs[j]:
-            holds = holds & ((take_rows(table.zone_capacity(names[j]), rows) >= needs[j]) | ~aligned[j])
+            holds = holds & ((zone >= needs[j]) | ~aligned[j])
     return holds.any(axis=0)
 
 
@@ -641,10 +646,8 @@ def _socket_widths(table: NodeTable, at: np.ndarray, positions: np.ndarray, requ
             continue
         scoped = socket & (pod_scope if i == 0 else ~pod_scope)
         fewest_cpu_zones = -(-needs[cpu] // np.maximum(widest, 1))
-        one_zone = valid
-        for j in asked:
-            one_zone = one_zone & (take_rows(table.zone_capacity(names[j]), at) >= needs[j])
-        refused = scoped & (fewest_cpu_zones >= 2) & one_zone.any(axis=0)
+        capacity = {j: take_rows(table.zone_capacity(names[j]), at) for j in asked}
+        refused = scoped & (fewest_cpu_zones >= 2) & _memory_fits_one_zone(valid, capacity, needs, dict.fromkeys(asked, True))
         ok[positions[refused]] = False
         cols = [table.zone_column(names[j]) for j in asked]
         for p in np.flatnonzero(scoped & ~refused & (fewest_cpu_zones >= 3)).tolist():
@@ -1047,10 +1050,9 @@ def _no_memory_set_row(values: RowValues, wants: list[tuple[int, int]], held: li
 def _lenient_memory_row(values: RowValues, request: AlignedRequest, cols: list[int], memory_cols: set[int],
                         cpu_col: int) -> bool:
     """One row of :func:`_lenient_memory`; ``cols`` the zone column of each of ``request.stacked``'s names."""
-    first = next((i for i, _ in request.memory_rows if i > 0), None)
-    if first is None or (values.pod_scope and values.policy != 0):
+    if request.first_memory is None or (values.pod_scope and values.policy != 0):
         return True
-    wants = [(cols[j], need) for j, need in next(w for k, w in request.memory_rows if k == first)]
+    wants = [(cols[j], need) for j, need in request.first_memory[1]]
     if any(max(zone[col] for zone in values.zfree) < need for col, need in wants) and _no_memory_set_row(values, wants, values.zheld):
         return False
     if request.walk and (values.policy == 0 or not values.cpu_static):
