@@ -3,7 +3,7 @@
 The realistic benchmark's mixes (heterogeneous nodes, GPU servers, every class of pod; the wide
 mix adds taints, selectors and kubelet options) are scheduled
 with deletions in between; after every cycle each array the batch forms read (``free``,
-``allocatable``, ``requested``, ``zone_free``, ``zone_max``, ``zone_sum``, ``zone_valid``) is compared with the
+``allocatable``, ``requested``, ``divisor``, ``zone_free``, ``zone_max``, ``zone_sum``, ``zone_valid``) is compared with the
 same quantity computed from the table's full blocks. Arrays are read at random moments, so some
 are brought up to date after one change and some after many.
 """
@@ -22,15 +22,16 @@ from toposched.scheduler.table import NodeTable, take_rows
 
 
 def _fresh(table: NodeTable, kind: str, resource: str) -> np.ndarray:
-    if kind in ("free", "allocatable", "requested"):
+    if kind in ("free", "allocatable", "requested", "divisor"):
         col = table.resource_column(resource)
         alloc, used = table.view("alloc")[col], table.view("used")[col]
-        return {"free": alloc - used, "allocatable": alloc, "requested": used}[kind]
+        return {"free": alloc - used, "allocatable": alloc, "requested": used,
+                "divisor": np.maximum(alloc, 1).astype(np.float64)}[kind]
     zones = table.view("zfree")[table.zone_column(resource)]  # zones x rows
     return {"zone_free": zones, "zone_max": zones.max(axis=0), "zone_sum": zones.sum(axis=0)}[kind]
 
 
-KINDS = ("free", "allocatable", "requested", "zone_free", "zone_max", "zone_sum", "zone_valid")
+KINDS = ("free", "allocatable", "requested", "divisor", "zone_free", "zone_max", "zone_sum", "zone_valid")
 
 
 @settings(max_examples=12, deadline=None)

@@ -94,6 +94,7 @@ class NodeTable:
         self._capacity = 0
         # Resource-major, rows last (module notes); free, zmax and zsum are derived on read (_derive).
         self._alloc = np.zeros((3, 0), dtype=np.int64)
+        self._divisor = np.zeros((3, 0), dtype=np.float64)  # max(alloc, 1) as a float: what the fit scores divide by
         self._used = np.zeros((3, 0), dtype=np.int64)
         self._free = np.zeros((3, 0), dtype=np.int64)
         self._zfree = np.zeros((2, max_zones, 0), dtype=np.int64)
@@ -248,6 +249,11 @@ class NodeTable:
         """Per row: the node's allocatable ``resource`` (one contiguous column of ``alloc``)."""
         return self._view("alloc", self.resource_column(resource))
 
+    def divisor(self, resource: str) -> np.ndarray:
+        """Per row: the node's allocatable ``resource``, at least 1, as a float (what the fit scores
+        divide by; exact below 2**53). Kept with the allocatable, so a score does not convert it per pod."""
+        return self._view("divisor", self.resource_column(resource))
+
     def requested(self, resource: str) -> np.ndarray:
         """Per row: what the node's pods request of ``resource`` (one contiguous column of ``used``)."""
         return self._view("used", self.resource_column(resource))
@@ -304,7 +310,8 @@ class NodeTable:
         if index is None:
             index = self._resource_index[resource] = len(self.resources)
             self.resources.append(resource)
-            self._alloc, self._used, self._free = (_with_column(a) for a in (self._alloc, self._used, self._free))
+            self._alloc, self._used, self._free, self._divisor = (
+                _with_column(a) for a in (self._alloc, self._used, self._free, self._divisor))
             self._views.clear()
             self._values.clear()
             self._sources.clear()
@@ -543,6 +550,7 @@ class NodeTable:
         self._alloc[:, row] = 0
         for col, value in zip(cols, values.values()):
             self._alloc[col, row] = value
+        self._divisor[:, row] = np.maximum(self._alloc[:, row], 1)
 
     def _write_capacity(self, row: int, capacity: dict[int, dict[str, int]]) -> None:
         """Write the row's zone capacities (its NUMA zones in the order :meth:`_write_zones` gives them slots)."""
@@ -605,7 +613,7 @@ def grown(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
-_ROW_ARRAYS = ("_alloc", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_zsplit", "_zheld",
+_ROW_ARRAYS = ("_alloc", "_divisor", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_zsplit", "_zheld",
                "_mgroups", "_policy", "_pod_scope", "_cpu_static", "_cpu_widest", "_mem_static", "_topology", "_schedulable", "_live",
                "_taint_class")
 _DEAD_ROWS_KEPT = 64

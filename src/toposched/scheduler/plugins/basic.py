@@ -189,25 +189,26 @@ class NodeResourcesFit:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
         names = list(requests)
-        ok = table.pick(table.free("pods"), rows) >= 1  # the pod takes one slot
+        slotless = table.pick(table.free("pods"), rows) < 1  # the pod takes one slot
         short = []
         for name, want in requests.items():
-            lacking = table.pick(table.free(name), rows) < want
-            short.append(lacking)
+            short.append(table.pick(table.free(name), rows) < want)
+        ok = ~slotless
+        for lacking in short:
             ok &= ~lacking
         if ok.all():
             return ok, ""
-        # Per refused row, the resources it is short of (as the per-node filter names them): one bit
-        # each; no bit means only the pod slot is missing.
-        refused = np.flatnonzero(~ok)
-        pattern = np.zeros(len(refused), dtype=np.int64)
+        # Per row, the resources it is short of (as the per-node filter names them), one bit each, and
+        # a last bit for the pod slot: a row passes where no bit is set.
+        dtype = np.int8 if len(short) < 7 else np.int64
+        pattern = slotless.astype(dtype)
+        pattern <<= len(short)
         for j, lacking in enumerate(short):
-            pattern |= lacking[refused].astype(np.int64) << j
-        present = np.flatnonzero(np.bincount(pattern))
+            pattern |= lacking.astype(dtype) << j
+        present = np.flatnonzero(np.bincount(pattern.view(np.uint8) if dtype == np.int8 else pattern)[1:]) + 1
         lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
         lut[present] = np.arange(1, len(present) + 1)
-        codes = np.zeros(len(rows), dtype=np.int64)  # code 0: the row passes
-        codes[refused] = lut[pattern]
+        codes = lut[pattern]  # code 0: the row passes
         texts = [""]
         for bits in present.tolist():
             lacking_names = sorted(name for j, name in enumerate(names) if bits >> j & 1)
@@ -246,26 +247,37 @@ class NodeResourcesFit:
             requested = np.stack([table.pick(table.requested(r), rows) + want for r, want in wants.items()], axis=1)
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
             return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)
-        total = np.zeros(len(rows), dtype=np.int64)
+        # When most rows are asked, whole arrays (views: no gathers) and the asked rows picked once at the end.
+        whole = 2 * len(rows) >= table.size
+        at = table.all_rows() if whole else rows
+        most = self.strategy == "MostAllocated"
+        total: np.ndarray | None = None
         for (r, want), weight in zip(wants.items(), self.weights.values()):
-            alloc = table.pick(table.allocatable(r), rows)
-            capacity = np.maximum(alloc, 1)
-            # Both numerators are at most 100 times the capacity.
-            largest = int(capacity.max()) * MAX_NODE_SCORE if len(capacity) else 0
-            if self.strategy == "MostAllocated":
-                per = np.minimum(table.pick(table.requested(r), rows) + want, alloc)
-                per *= MAX_NODE_SCORE
-                per = _floor_divide(per, capacity, largest)
-                per[alloc <= 0] = 0
+            alloc = table.allocatable(r)
+            # Both numerators are at most 100 times the divisor, max(alloc, 1), on every row of the table.
+            largest = max(int(alloc.max()) if len(alloc) else 0, 1) * MAX_NODE_SCORE
+            if most:
+                per = table.pick(table.requested(r), at) + want
+                np.minimum(per, table.pick(alloc, at), out=per)
             else:
-                # (alloc - requested) * 100 // alloc, 0 when over capacity or nothing allocatable: free
-                # minus the pod's request, clamped at 0, gives both zeros (free <= 0 where alloc <= 0).
-                per = table.pick(table.free(r), rows) - want
-                np.maximum(per, 0, out=per)
-                per *= MAX_NODE_SCORE
-                per = _floor_divide(per, capacity, largest)
-            total += per if weight == 1 else per * weight
-        return total // sum(self.weights.values())
+                # (alloc - requested) * 100 // alloc: free minus the pod's request (free <= 0 where alloc <= 0).
+                per = table.pick(table.free(r), at) - want
+            # 0 when over capacity or nothing allocatable (MostAllocated: min(requested, alloc) <= alloc <= 0).
+            np.maximum(per, 0, out=per)
+            per *= MAX_NODE_SCORE
+            exact = largest < _EXACT_IN_FLOAT  # the float divisor is exact; beyond, integers divide
+            divisor = table.pick(table.divisor(r), at) if exact else np.maximum(table.pick(alloc, at), 1)
+            per = _floor_divide(per, divisor, largest)
+            if weight != 1:
+                per *= weight
+            if total is None:
+                total = per
+            else:
+                total += per
+        if total is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        total //= sum(self.weights.values())
+        return table.pick(total, rows) if whole else total
 
     def score_few(self, state: CycleState, pod: Pod, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`score_all` for a few rows, in the same integer arithmetic (BalancedAllocation's
