@@ -378,13 +378,18 @@ class Scheduler:
         """The Filter over ``rows``: per row the index of the first reason that refuses it (or
         _FEASIBLE), the positions in ``rows`` of the feasible ones, and those rows."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
-        live = self.table.pick(self.table.view("live"), rows)
-        pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
-        if len(pending) < len(rows):
-            verdict[~live] = self._reason_index(_GONE)
-            at = rows[pending]
+        table = self.table
+        if rows is table.all_rows() and table.live_count == table.size:
+            # Every row, every node live (positions are rows): all_rows() is itself the positions, and stays itself.
+            pending = at = rows
         else:
-            at = rows  # the rows themselves (all_rows() stays itself), regathered only when a filter refuses some
+            live = table.pick(table.view("live"), rows)
+            pending = np.flatnonzero(live)  # positions in ``rows`` no filter has refused yet
+            if len(pending) < len(rows):
+                verdict[~live] = self._reason_index(_GONE)
+                at = rows[pending]
+            else:
+                at = rows  # the rows themselves, regathered only when a filter refuses some
         for index in self.runner.active_filters(state):
             if not len(pending):
                 break
@@ -605,7 +610,7 @@ class Scheduler:
                 for (_, entry), raw in zip(feasible_rows, scores):
                     entry["plugins"][plugin.name] = int(raw)
                     entry["score"] = (entry["score"] or 0) + weight * int(raw)
-        if any("/" in r for c in pod.all_containers for r in c.limits_or_requests):
+        if pod.asks_extended:
             for _, entry in feasible_rows:
                 entry["devices"], entry["refused"] = self._trial_devices(pod, entry["name"])
         decision = self.schedule(pod, now=0.0)

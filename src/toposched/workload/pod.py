@@ -146,6 +146,7 @@ class Pod:
     # Derived once: a pod never changes, and schedulers ask these many times per pod.
     _qos: str = field(default="", init=False, repr=False, compare=False)
     _requests: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False, compare=False)
+    _extended: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "containers", tuple(self.containers))
@@ -159,6 +160,7 @@ class Pod:
             raise InputError(f"container names repeat: {dupes}", field="spec.containers", source=f"pod {self.key}")
         object.__setattr__(self, "_qos", self._compute_qos())
         object.__setattr__(self, "_requests", tuple(self._compute_requests().items()))
+        object.__setattr__(self, "_extended", any("/" in r for c in self.all_containers for r in c.limits_or_requests))
 
     @property
     def key(self) -> str:
@@ -169,6 +171,11 @@ class Pod:
     def all_containers(self) -> tuple[Container, ...]:
         """Init containers then app containers, in the order the kubelet admits them."""
         return self.init_containers + self.containers
+
+    @property
+    def asks_extended(self) -> bool:
+        """Whether some container asks for a ``vendor/name`` resource (devices, GPU shares)."""
+        return self._extended
 
     def container(self, name: str) -> Container:
         """The container (init or app) with this name; ``KeyError`` if none."""

@@ -1091,7 +1091,7 @@ class CPUOrchestration:
                 reused = c in pod.init_containers and not c.is_sidecar
                 containers.append((c.name, count, reused))
         # Any extended resource may have a device plugin, whose hints the Topology Manager merges too.
-        devices = any("/" in r for c in pod.all_containers for r in c.limits_or_requests)
+        devices = pod.asks_extended
         try:
             memory = _memory_hint(pod, containers[0][0] if containers else "")
         except InputError:  # a malformed memory request: the kubelet model refuses the pod at Reserve

@@ -161,7 +161,7 @@ class ScarcityScore:
 
     def score_all(self, state: CycleState, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Per row, the value the pod would take away from the target (raw; see :meth:`normalize_scores`)."""
-        if not self._target or any("/" in r for c in pod.all_containers for r in c.limits_or_requests):
+        if not self._target or pod.asks_extended:
             # No target yet; or a pod asking for devices or GPU shares, whose packing GPUShare and
             # DeviceLocality judge (the FGD paper's measure): no opinion.
             return np.zeros(len(rows), dtype=np.int64)
@@ -372,7 +372,7 @@ class ScarcityScore:
         What a row holds for each target shape depends on the row and the target only: it is
         kept per row until either changes, so a pod costs one pass over its own request.
         """
-        if not self._target or any("/" in r for c in pod.all_containers for r in c.limits_or_requests):
+        if not self._target or pod.asks_extended:
             return [0] * len(rows)
         if self._weights is None:
             return self.score_all(state, pod, table, np.array(rows, dtype=np.int64)).tolist()
@@ -436,7 +436,7 @@ class ScarcityScore:
     def normalizes(self, state: CycleState, pod: Pod) -> bool:
         """Whether this pod's scores need normalizing: not while nothing is learned, nor for device pods
         (their raw scores are all 0, which normalizing would only turn into 100 everywhere)."""
-        return bool(self._target) and not any("/" in r for c in pod.all_containers for r in c.limits_or_requests)
+        return bool(self._target) and not pod.asks_extended
 
     def normalize_scores(self, state: CycleState, pod: Pod, raw: np.ndarray) -> np.ndarray:
         """The smallest loss among the feasible nodes scores 100, the largest 0, linearly between."""
