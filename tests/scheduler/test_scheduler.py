@@ -127,6 +127,21 @@ def test_a_malformed_pod_is_refused_alone():
     assert sched.schedule(guaranteed("good", 2), now=0).node == "a"
 
 
+def test_a_pod_already_on_a_node_is_refused_and_changes_nothing():
+    cluster = cluster_of("a", "b")
+    sched = Scheduler(cluster, toposched_profile())
+    pod = guaranteed("p", 2)
+    first = sched.schedule(pod, now=0).node
+    before = {n: cluster.nodes[n].model.state() for n in cluster.nodes}
+    again = sched.schedule(pod, now=1)
+    assert again.node is None and again.status.code.label == "UnschedulableAndUnresolvable"
+    assert f"already on node {first}" in again.message and "default/p" in again.message
+    assert {n: cluster.nodes[n].model.state() for n in cluster.nodes} == before
+    assert sched.explain(pod)["selected"] is None  # explain asks schedule too: it reports, it does not raise
+    sched.unreserve(pod)
+    assert sched.schedule(pod, now=2).node is not None
+
+
 def test_a_bad_report_makes_that_node_unschedulable_not_the_cluster():
     cluster = cluster_of("good")
     report = nrt_from_machine(machine(), node_name="bad", policy="single-numa-node")

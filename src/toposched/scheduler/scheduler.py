@@ -120,9 +120,15 @@ class Scheduler:
     def schedule(self, pod: Pod, now: float) -> Decision:
         """Find a node for ``pod`` and reserve its exact placement there, or say why none fits.
 
-        A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; the
-        cluster is unchanged and other pods keep being scheduled.
+        A malformed pod gets an UnschedulableAndUnresolvable decision naming the field; so does a
+        pod already on a node (unreserve or forget it first). The cluster is unchanged either way,
+        and other pods keep being scheduled.
         """
+        placed = self.cluster.pod_node.get(pod.uid or pod.key)
+        if placed is not None:
+            status = Status.unresolvable(f"pod {pod.key}: pod: already on node {placed}; unreserve it before "
+                                         "scheduling it again", plugin="Scheduler")
+            return Decision(pod.key, None, None, status, {}, self.table.live_count)
         self.runner.advance(now)
         key = self.shape(pod)
         state, status = self.runner.pre_filter(pod, key)
