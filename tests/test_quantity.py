@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 
 from toposched.errors import InputError
-from toposched.quantity import canonical_units, format_bytes, format_cpu, parse_quantity
+from toposched.quantity import MAX_QUANTITY, canonical_units, check_amount, format_bytes, format_cpu, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,20 @@ def test_error_names_field_and_value():
     with pytest.raises(InputError) as err:
         parse_quantity("-4Gi", field="spec.containers[0].resources.requests.memory")
     assert "spec.containers[0].resources.requests.memory" in str(err.value) and "'-4Gi'" in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "words"), [(-1, "not a non-negative integer"), (1.5, "not a non-negative integer"),
+                                              (True, "not a non-negative integer"), ("1", "not a non-negative integer"),
+                                              (MAX_QUANTITY, "absurdly large"), (10**20, "absurdly large")])
+def test_check_amount_refuses_what_no_request_or_capacity_is(value, words):
+    with pytest.raises(InputError, match=words) as err:
+        check_amount(value, field="spec.containers[0].resources.limits.memory", source="pod default/p")
+    assert err.value.field == "spec.containers[0].resources.limits.memory" and "pod default/p" in str(err.value)
+
+
+def test_check_amount_keeps_the_largest_quantity_a_manifest_can_state():
+    largest = canonical_units("memory", "9223372036854775")  # the largest whole number of bytes parse_quantity keeps
+    with pytest.raises(InputError):
+        parse_quantity("9223372036854776", field="x")
+    assert check_amount(largest, field="x") == largest and check_amount(0, field="x") == 0
+    assert 1000 * (MAX_QUANTITY - 1) < 2**63  # a thousand such amounts still sum within int64

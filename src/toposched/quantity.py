@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from toposched.errors import InputError
 
-__all__ = ["canonical_units", "format_bytes", "format_cpu", "parse_quantity"]
+__all__ = ["MAX_QUANTITY", "canonical_units", "check_amount", "format_bytes", "format_cpu", "parse_quantity"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -34,8 +34,23 @@ _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 # apimachinery keeps a quantity's milli-value in an int64: anything at or above 2^63 milli-units
 # (about 9.2e15 of the base unit, 8 PiB of memory) is refused, as no request or capacity is that big.
 _ABSURD = Fraction(2**63, 1000)
+# The same bound on an amount as toposched counts it (millicores, bytes, devices): the first whole amount
+# whose milli-value an int64 cannot hold. No request or capacity reaches it, and below it the sums over
+# a node's containers (up to a thousand) stay within NumPy's int64.
+MAX_QUANTITY = -(-(2**63) // 1000)
 # The longest quantity text read: Kubernetes' own quantities are far shorter.
 _MAX_TEXT = 64
+
+
+def check_amount(value: object, *, field: str, source: str | None = None) -> int:
+    """``value`` when it is an amount as toposched counts one (an int, at least 0, below
+    :data:`MAX_QUANTITY`); else an InputError naming ``field`` (and ``source``)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InputError(f"{value!r} is not a non-negative integer", field=field, source=source)
+    if value >= MAX_QUANTITY:
+        raise InputError(f"{value!r} is absurdly large (limit: 2^63 / 1000 of the unit, as for a quantity read "
+                         "from a manifest)", field=field, source=source)
+    return value
 
 
 def parse_quantity(value: str | int | float, *, field: str | None = None) -> Fraction:

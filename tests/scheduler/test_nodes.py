@@ -36,6 +36,7 @@ def test_taints_and_tolerations():
     [
         ({"metadata": {}}, "metadata.name"),
         ({"status": {"allocatable": {"cpu": "-1"}}}, "status.allocatable.cpu"),
+        ({"status": {"allocatable": {"cpu": "10000000000000"}}}, "status.allocatable.cpu"),  # 10^16 millicores
         ({"spec": {"taints": [{"effect": "NoSchedule"}]}}, "spec.taints[0].key"),
         ({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}, "spec.taints[0].effect"),
     ],
@@ -44,3 +45,10 @@ def test_bad_nodes(patch, field):
     with pytest.raises(InputError) as err:
         NodeSpec.from_dict(NODE | patch)
     assert err.value.field == field
+
+
+def test_a_node_built_in_code_with_an_absurd_allocatable_is_refused():
+    """Past 2^63 / 1000 of the unit an amount would overflow the scheduler's int64 arrays."""
+    with pytest.raises(InputError, match="absurdly large") as err:
+        NodeSpec("n1", allocatable={"memory": 10**20})
+    assert err.value.field == "status.allocatable.memory" and "node n1" in str(err.value)

@@ -53,6 +53,17 @@ def test_negative_memory_is_an_error():
         Machine((LogicalCPU(0, 0, 0, 0),), (NUMANode(0, CPUSet([0]), memory_bytes=-1),))
 
 
+@pytest.mark.parametrize(("node", "field"), [
+    (NUMANode(0, CPUSet([0]), memory_bytes=10**20), "numa_nodes[0].memory_bytes"),
+    (NUMANode(0, CPUSet([0]), memory_bytes=2**30, hugepages={2**30: 10**10}), f"numa_nodes[0].hugepages[{2**30}]"),
+])
+def test_absurd_memory_is_an_error(node, field):
+    """Amounts no machine has would overflow the scheduler's int64 arrays: refused, naming the field."""
+    with pytest.raises(InputError, match="absurdly large") as err:
+        Machine((LogicalCPU(0, 0, 0, 0),), (node,))
+    assert err.value.field == field
+
+
 @pytest.mark.parametrize(
     ("code", "vendor", "kind"),
     [

@@ -639,6 +639,8 @@ BAD_OBJECTS = [
      "absurd"),
     ("absurd exponent", [(("zones", 0, "resources", 1, "allocatable"), "1e40")], "zones[0].resources[1].allocatable",
      "absurd"),
+    ("absurd in millicores", [(("zones", 0, "resources", 0, "capacity"), "10000000000000")],
+     "zones[0].resources[0].capacity", "absurd"),
     ("malformed quantity", [(("zones", 0, "resources", 1, "capacity"), "64GB")], "zones[0].resources[1].capacity",
      "unknown unit"),
     ("missing allocatable", [(("zones", 0, "resources", 0, "allocatable"), _DELETE)],

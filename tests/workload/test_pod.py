@@ -125,6 +125,9 @@ def test_from_dict_real_shape():
         ({"metadata": {}, "spec": {}}, "metadata.name"),
         ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "resources": {"limits": {"memory": "lots"}}}]}},
          "spec.containers[0].resources.limits.memory"),
+        # 10^13 CPUs parse as a quantity, but 10^16 millicores are past what toposched counts
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "10000000000000"}}}]}},
+         "spec.containers[0].resources.limits.cpu"),
     ],
 )
 def test_from_dict_errors_name_pod_and_field(obj, field):
@@ -132,6 +135,15 @@ def test_from_dict_errors_name_pod_and_field(obj, field):
         Pod.from_dict(obj)
     assert err.value.field == field
     assert "pod default/" in str(err.value) or "metadata.name" in str(err.value)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, 10**20])
+def test_containers_built_in_code_refuse_what_no_manifest_states(value):
+    """Negative, fractional and absurd amounts (past 2^63 / 1000: they would overflow the scheduler's
+    int64 arrays) are refused when the container is built, naming the container and resource."""
+    with pytest.raises(InputError) as err:
+        Container("app", limits={"cpu": 1000, "memory": value})
+    assert err.value.field == "app.limits.memory"
 
 
 def test_duplicate_container_names_refused():

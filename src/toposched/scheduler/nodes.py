@@ -16,7 +16,7 @@ from toposched.inputs import (
     check_resource_name,
     is_extended_resource,
 )
-from toposched.quantity import canonical_units, parse_quantity
+from toposched.quantity import canonical_units, check_amount, parse_quantity
 from toposched.workload import Pod
 
 __all__ = ["NodeSpec", "Taint", "untolerated_among", "untolerated_taint"]
@@ -51,9 +51,7 @@ class NodeSpec:
             object.__setattr__(self, key, MappingProxyType(dict(getattr(self, key))))
         object.__setattr__(self, "taints", tuple(self.taints))
         for resource, value in self.allocatable.items():
-            if not isinstance(value, int) or value < 0:
-                raise InputError(f"{value!r} is not a non-negative quantity", field=f"status.allocatable.{resource}",
-                                 source=f"node {self.name}")
+            check_amount(value, field=f"status.allocatable.{resource}", source=f"node {self.name}")
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> NodeSpec:

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
+from toposched.quantity import check_amount
 from toposched.topology.cpuset import CPUSet
 
 __all__ = [
@@ -259,12 +260,14 @@ class Machine:
                 raise InputError(f"NUMA node id {n.id} is negative", field="numa_nodes")
             if n.memory_bytes < 0:
                 raise InputError(f"memory {n.memory_bytes} is negative", field=f"numa_nodes[{n.id}].memory_bytes")
+            check_amount(n.memory_bytes, field=f"numa_nodes[{n.id}].memory_bytes")
             for size, count in n.hugepages.items():
                 if size <= 0 or count < 0:
                     raise InputError(
                         f"hugepages {size}: {count} is not a positive size with a non-negative count",
                         field=f"numa_nodes[{n.id}].hugepages",
                     )
+                check_amount(size * count, field=f"numa_nodes[{n.id}].hugepages[{size}]")
             for cpu in n.cpus:
                 if cpu in owner:
                     raise InputError(

@@ -33,7 +33,7 @@ from toposched.names import (
     TOPOLOGY_MANAGER_POLICY_ATTRIBUTE,
     TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE,
 )
-from toposched.quantity import canonical_units, format_bytes, parse_quantity
+from toposched.quantity import canonical_units, check_amount, format_bytes, parse_quantity
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, DeviceKind, LogicalCPU, Machine, NUMANode
 
@@ -96,6 +96,10 @@ class ResourceInfo:
     capacity: int
     allocatable: int
     available: int
+
+    def __post_init__(self) -> None:
+        for part in ("capacity", "allocatable", "available"):  # absurd amounts would overflow the scheduler's arrays
+            check_amount(getattr(self, part), field=f"resources.{self.name}.{part}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +329,7 @@ class _Reader:
         if value is None:
             raise self.fail("quantity is missing", path)
         try:
-            return canonical_units(resource, value, field=path)
+            return check_amount(canonical_units(resource, value, field=path), field=path)  # cpu in millicores may pass 2^63 / 1000
         except InputError as exc:
             raise self.fail(exc.message, path) from None
 

@@ -23,7 +23,7 @@ from toposched.inputs import (
     hugepage_size,
     is_extended_resource,
 )
-from toposched.quantity import canonical_units, parse_quantity
+from toposched.quantity import canonical_units, check_amount, parse_quantity
 
 __all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "Container", "Pod", "Toleration", "add_resources", "max_resources",
            "subtract_resources"]
@@ -77,8 +77,7 @@ class Container:
     def __post_init__(self) -> None:
         for kind, values in (("requests", self.requests), ("limits", self.limits)):
             for name, value in values.items():
-                if not isinstance(value, int) or value < 0:
-                    raise InputError(f"{value!r} is not a non-negative integer", field=f"{self.name}.{kind}.{name}")
+                check_amount(value, field=f"{self.name}.{kind}.{name}")
         # The API server defaults a missing request to the limit; do the same for raw manifests.
         requests = dict(self.requests)
         for name, value in self.limits.items():
@@ -355,7 +354,7 @@ def _resources(value: Any, path: str) -> dict[str, int]:
             raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
         if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
             raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
-        out[name] = canonical_units(name, v, field=where)
+        out[name] = check_amount(canonical_units(name, v, field=where), field=where)  # cpu in millicores may pass 2^63 / 1000
     return out
 
 
