@@ -63,6 +63,18 @@ def test_unknown_names_and_bad_values(patch, field):
     assert err.value.field == field and str(err.value).startswith("kubelet.yaml: ")
 
 
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"kube_reserved": {"memory": -5}}, "kubeReserved.memory"),
+    ({"system_reserved": {"cpu": 10**20}}, "systemReserved.cpu"),
+    ({"eviction_memory": -1}, "evictionHard.memory.available"),
+    ({"memory_manager_policy": "Static", "reserved_memory": {0: {"memory": -2**30}}}, "reservedMemory[0].limits.memory"),
+])
+def test_a_configuration_built_in_code_refuses_negative_or_absurd_amounts(kwargs, field):
+    with pytest.raises(InputError) as err:
+        KubeletConfig(**kwargs)
+    assert err.value.field == field
+
+
 def test_options_need_static_policy():
     with pytest.raises(InputError, match="static"):
         KubeletConfig(cpu_manager_options={"full-pcpus-only": "true"})

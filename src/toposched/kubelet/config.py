@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
-from toposched.quantity import canonical_units
+from toposched.quantity import canonical_units, check_amount
 from toposched.topology import CPUSet
 
 __all__ = [
@@ -78,6 +78,15 @@ class KubeletConfig:
             raise InputError("policy options need cpuManagerPolicy static", field="cpuManagerPolicyOptions")
         if self.max_pods <= 0:
             raise InputError(f"maxPods {self.max_pods} must be positive", field="maxPods")
+        # Built in code the amounts skip from_dict's parsing: negative or absurd ones are refused here
+        # (upstream's parseResourceList: "resource quantity ... cannot be negative").
+        for name, amounts in (("kubeReserved", self.kube_reserved), ("systemReserved", self.system_reserved)):
+            for resource, value in amounts.items():
+                check_amount(value, field=f"{name}.{resource}")
+        check_amount(self.eviction_memory, field="evictionHard.memory.available")
+        for numa, limits in self.reserved_memory.items():
+            for resource, value in limits.items():
+                check_amount(value, field=f"reservedMemory[{numa}].limits.{resource}")
         for key in ("topology_manager_options", "cpu_manager_options", "kube_reserved", "system_reserved"):
             object.__setattr__(self, key, MappingProxyType(dict(getattr(self, key))))
         object.__setattr__(
