@@ -105,13 +105,14 @@ def canonical_units(resource: str, value: str | int | float, *, field: str | Non
 
     ``cpu`` becomes millicores (rounded up, as the kubelet rounds a request up to 1m);
     everything else (memory, hugepages-*, ephemeral-storage, extended resources) becomes a
-    whole number, rounded up like apimachinery's ``Value()``.
+    whole number, rounded up like apimachinery's ``Value()``. The result is bounded as
+    :func:`check_amount` bounds amounts: a CPU quantity the parser keeps may be past it in millicores.
     """
     q = parse_quantity(value, field=field or resource)
     if resource == "cpu":
         q *= 1000
     whole = -(-q.numerator // q.denominator)
-    return int(whole)
+    return check_amount(int(whole), field=field or resource)
 
 
 def format_cpu(millis: int) -> str:

@@ -258,8 +258,6 @@ class Machine:
         for n in nodes:
             if n.id < 0:
                 raise InputError(f"NUMA node id {n.id} is negative", field="numa_nodes")
-            if n.memory_bytes < 0:
-                raise InputError(f"memory {n.memory_bytes} is negative", field=f"numa_nodes[{n.id}].memory_bytes")
             check_amount(n.memory_bytes, field=f"numa_nodes[{n.id}].memory_bytes")
             for size, count in n.hugepages.items():
                 if size <= 0 or count < 0:

@@ -329,7 +329,7 @@ class _Reader:
         if value is None:
             raise self.fail("quantity is missing", path)
         try:
-            return check_amount(canonical_units(resource, value, field=path), field=path)  # cpu in millicores may pass 2^63 / 1000
+            return canonical_units(resource, value, field=path)
         except InputError as exc:
             raise self.fail(exc.message, path) from None
 

@@ -354,7 +354,7 @@ def _resources(value: Any, path: str) -> dict[str, int]:
             raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
         if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
             raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
-        out[name] = check_amount(canonical_units(name, v, field=where), field=where)  # cpu in millicores may pass 2^63 / 1000
+        out[name] = canonical_units(name, v, field=where)
     return out
 
 
