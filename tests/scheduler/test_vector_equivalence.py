@@ -226,8 +226,9 @@ def test_vector_filters_and_scores_are_the_per_node_ones(description: ClusterDes
                 assert vector[row], f"NUMAAlignment's vector form refused {name}, which its exact filter passes"
         for plugin in [numa_score, *fit_scores]:
             scores = plugin.score_all(state, pod, table, rows)
-            per_node = [plugin.score(state, pod, cluster.nodes[name], table) for name in names]
-            assert list(scores) == per_node, f"{plugin.name}: vector {list(scores)} per node {per_node}"
+            # A row's score does not depend on the rows scored with it.
+            per_node = [int(plugin.score_all(state, pod, table, np.array([row]))[0]) for row in rows]
+            assert list(scores) == per_node, f"{plugin.name}: vector {list(scores)} row by row {per_node}"
             if plugin is not numa_score:
                 assert per_node == [fit_score(plugin, pod, cluster, name) for name in names], plugin.strategy
         decision = scheduler.schedule(pod, now=10.0 + i)

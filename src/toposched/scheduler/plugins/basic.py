@@ -305,8 +305,6 @@ class NodeResourcesFit:
             out.append(total // total_weight)
         return out
 
-    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
-        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
 
 
 _EXACT_IN_FLOAT = 2**52

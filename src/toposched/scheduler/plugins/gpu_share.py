@@ -665,8 +665,6 @@ class GPUShare:
             return scores
         return self._policy().normalize(scores)
 
-    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
-        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
 
     # ---- reserve -------------------------------------------------------------------------------
 

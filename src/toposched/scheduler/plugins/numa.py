@@ -1158,5 +1158,3 @@ class NUMAScore:
             out.append((zones - min(needed, zones)) * MAX_NODE_SCORE // (zones - 1))
         return out
 
-    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
-        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])

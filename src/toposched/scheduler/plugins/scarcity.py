@@ -429,9 +429,6 @@ class ScarcityScore:
         self._rows[row] = (values, self.shape_version, held)
         return held
 
-    def score(self, state: CycleState, pod: Pod, node: NodeRecord, table: NodeTable) -> int:
-        """:meth:`score_all` for one node (raw)."""
-        return int(self.score_all(state, pod, table, np.array([table.index[node.name]]))[0])
 
     def normalizes(self, state: CycleState, pod: Pod) -> bool:
         """Whether this pod's scores need normalizing: not while nothing is learned, nor for device pods
