@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import typer.testing  # noqa: F401 - imported once here (not in a child), so each forked case starts warm
 
-import toposched.cli  # noqa: F401
 from tests.hostile.corpus import DEV_ZERO_LINK, FIFO, SPARSE_HUGE, Case, all_cases
 from tests.hostile.harness import run_cli
+from toposched.cli import app  # noqa: F401 - the whole command line built once here, so children start warm
 from toposched.inputs import MAX_FILE_BYTES
 
 CASES = all_cases()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -54,6 +55,32 @@ def test_the_cluster_commands_refuse_bad_options_with_one_line():
     assert result.exit_code == 2 and "NAMESPACE/NAME" in result.output
     result = runner.invoke(app, ["scheduler", "--config", "/nonexistent/config.yaml", "--kubeconfig", "/dev/null"])
     assert result.exit_code == 2 and "/nonexistent/config.yaml" in result.output
+
+
+_LOADED = """
+import atexit, sys
+heavy = ("toposched.cli.", "toposched.sim", "fastapi", "uvicorn", "matplotlib")
+atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith(heavy))))
+sys.argv = ["toposched", *sys.argv[1:]]
+from toposched.cli import main
+main()
+"""
+
+
+def test_a_command_loads_its_own_module_and_not_the_others():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def loaded(*argv: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, env=env, timeout=120)
+        return ast.literal_eval(out.stdout.strip().splitlines()[-1])  # the list printed at exit
+
+    # The node agent runs on every node: neither the simulator nor the extender's web stack.
+    assert loaded("agent", "--help") == ["toposched.cli.agent", "toposched.cli.cluster_common"]
+    assert loaded("scheduler", "--help") == ["toposched.cli.cluster_common", "toposched.cli.scheduler"]
+    assert loaded("discover", "--help") == ["toposched.cli.discover", "toposched.cli.guard"]
+    everything = loaded("--help")  # the overview lists every command
+    assert {f"toposched.cli.{name}" for name in ("agent", "controller", "discover", "explain", "extender",
+                                                  "scheduler", "simulate")} <= set(everything)
 
 
 def test_the_scheduler_process_binds_pending_pods_and_stops_on_sigterm(tmp_path, fake_server):
