@@ -340,3 +340,34 @@ def test_discover_nrt_piped_to_explain(tmp_path, xml, pod, expect):
     assert machine.numa_of(CPUSet.parse(container["cpuset"])) == {numa}
     if expect:
         assert inventory.locality(*gpus) == "pcie"
+
+
+def _description(result) -> NodeDescription:
+    assert result.exit_code == 0, result.output
+    attributes = {a["name"]: a["value"] for a in yaml.safe_load(result.stdout)["attributes"]}
+    return NodeDescription.from_json(attributes[DESCRIPTION_ATTRIBUTE])
+
+
+def test_nrt_output_reserves_cpus_for_the_static_policy_as_a_kubelet_must(sysfs_root):
+    # The kubelet refuses the static CPU manager with nothing reserved: by default the first core's threads.
+    result = run("--sysfs", str(sysfs_root), "-o", "nrt")
+    assert _description(result).config.reserved_system_cpus == CPUSet([0, 4])
+    zone0 = yaml.safe_load(result.stdout)["zones"][0]
+    assert {r["name"]: (r["capacity"], r["allocatable"]) for r in zone0["resources"]}["cpu"] == ("4", "2")
+    chosen = run("--sysfs", str(sysfs_root), "-o", "nrt", "--reserved-cpus", "3,7")
+    assert _description(chosen).config.reserved_system_cpus == CPUSet([3, 7])
+    none = run("--sysfs", str(sysfs_root), "-o", "nrt", "--cpu-manager-policy", "none")
+    assert _description(none).config.reserved_system_cpus is None
+
+
+@pytest.mark.parametrize(("cpus", "words"), [("8-9", "not online"), ("zero", "--reserved-cpus")])
+def test_reserved_cpus_the_machine_lacks_or_that_do_not_parse(sysfs_root, cpus, words):
+    line = _one_clean_line(run("--sysfs", str(sysfs_root), "-o", "nrt", "--reserved-cpus", cpus))
+    assert words in line and "--reserved-cpus" in line
+
+
+def test_a_kubelet_config_the_kubelet_would_refuse_is_refused(sysfs_root, tmp_path):
+    path = tmp_path / "kubelet.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\n")
+    line = _one_clean_line(run("--sysfs", str(sysfs_root), "-o", "nrt", "--kubelet-config", str(path)))
+    assert str(path) in line and "cpuManagerPolicy" in line and "greater than zero" in line

@@ -86,3 +86,26 @@ def test_wrongly_typed_fields_are_input_errors_naming_the_field(field, value):
     with pytest.raises(InputError) as err:
         KubeletConfig.from_dict({field: value}, source="/var/lib/kubelet/config.yaml")
     assert field in str(err.value) and "/var/lib/kubelet/config.yaml" in str(err.value)
+
+
+@pytest.mark.parametrize("reserved", [
+    {"reservedSystemCPUs": "0"},
+    {"kubeReserved": {"cpu": "500m"}},
+    {"systemReserved": {"cpu": "1"}},
+])
+def test_the_static_policy_starts_with_some_cpu_reserved(reserved):
+    cfg = KubeletConfig.from_dict({"cpuManagerPolicy": "static", **reserved})
+    assert cfg.cpu_manager_policy == "static"
+
+
+@pytest.mark.parametrize("reserved", [{}, {"kubeReserved": {"cpu": "0", "memory": "1Gi"}}, {"systemReserved": {"memory": "1Gi"}}])
+def test_a_file_with_the_static_policy_and_no_cpu_reserved_is_refused_as_the_kubelet_refuses_it(reserved):
+    # Upstream cpumanager.NewManager: "the static policy requires systemreserved.cpu + kubereserved.cpu to be
+    # greater than zero"; the kubelet does not start.
+    with pytest.raises(InputError) as err:
+        KubeletConfig.from_dict({"cpuManagerPolicy": "static", **reserved}, source="kubelet.yaml")
+    assert err.value.field == "cpuManagerPolicy" and "greater than zero" in str(err.value)
+    assert str(err.value).startswith("kubelet.yaml: ")
+    assert KubeletConfig.from_dict({"cpuManagerPolicy": "none", **reserved}).cpu_manager_policy == "none"
+    # Built in code the check does not apply: tests and benchmarks build such kubelets.
+    assert KubeletConfig(cpu_manager_policy="static").reserved_cpu_millis == 0

@@ -15,6 +15,7 @@ from rich.console import Console
 from toposched.errors import InputError, ToposchedError
 from toposched.inputs import check_dns_subdomain
 from toposched.kubelet.config import KubeletConfig
+from toposched.topology.cpuset import CPUSet
 from toposched.topology.model import Machine
 
 __all__ = ["OutputFormat", "discover"]
@@ -45,10 +46,14 @@ def discover(
     scope: str = typer.Option("container", "--scope", help="Topology Manager scope written into -o nrt."),
     cpu_manager_policy: str = typer.Option("static", "--cpu-manager-policy",
                                            help="CPU manager policy written into -o nrt (static or none)."),
+    reserved_cpus: str | None = typer.Option(
+        None, "--reserved-cpus", metavar="CPUSET",
+        help="CPUs the kubelet keeps for the system (its --reserved-cpus) written into -o nrt with the static "
+             "CPU manager, which needs some (default: the threads of the first core)."),
     kubelet_config: Path | None = typer.Option(
         None, "--kubelet-config", metavar="FILE",
         help="A KubeletConfiguration file for -o nrt (its policies, options and reservations; "
-             "overrides --policy, --scope and --cpu-manager-policy)."),
+             "overrides --policy, --scope, --cpu-manager-policy and --reserved-cpus)."),
 ) -> None:
     """Discover the hardware topology (by default of this machine, from /sys) and print it.
 
@@ -58,7 +63,7 @@ def discover(
     """
     try:
         machine, local = _read(sysfs, hwloc, nrt)
-        config = _kubelet_config(kubelet_config, policy, scope, cpu_manager_policy, machine) \
+        config = _kubelet_config(kubelet_config, policy, scope, cpu_manager_policy, reserved_cpus, machine) \
             if output is OutputFormat.NRT else None
         typer.echo(_render(machine, output, node_name, config, local), nl=False)
     except (ToposchedError, OSError) as exc:
@@ -101,15 +106,33 @@ def _must_exist(path: Path, *, is_dir: bool) -> None:
         raise InputError("is a directory, expected a file", source=str(path))
 
 
-def _kubelet_config(path: Path | None, policy: str, scope: str, cpu_policy: str, machine: Machine) -> KubeletConfig:
-    """The kubelet configuration -o nrt describes: the file's, else the flags' (InputError naming the flag)."""
+def _kubelet_config(path: Path | None, policy: str, scope: str, cpu_policy: str, reserved: str | None,
+                    machine: Machine) -> KubeletConfig:
+    """The kubelet configuration -o nrt describes: the file's, else the flags' (InputError naming the flag).
+
+    The static CPU manager needs CPUs reserved (the kubelet refuses to start without), so the flags'
+    configuration reserves ``reserved``, else the first core's threads, as the simulator does for a
+    node read from a file."""
     if path is not None:
         _must_exist(path, is_dir=False)
         from toposched.kube.agent.kubelet_files import read_kubelet_config
 
         return read_kubelet_config(path, memory_total=sum(n.memory_bytes for n in machine.numa_nodes))[0]
+    cpus = None
+    if reserved is not None:
+        try:
+            cpus = CPUSet.parse(reserved)
+        except InputError as err:
+            raise InputError(err.message, field="--reserved-cpus") from None
+        unknown = cpus - machine.online
+        if unknown:
+            raise InputError(f"CPUs {unknown} are not online CPUs of this machine (online: {machine.online})",
+                             field="--reserved-cpus")
+    elif cpu_policy == "static" and machine.cpus:
+        cpus = machine.siblings(machine.cpus[0].id)
     try:
-        return KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy=cpu_policy)
+        return KubeletConfig(topology_manager_policy=policy, topology_manager_scope=scope, cpu_manager_policy=cpu_policy,
+                             reserved_system_cpus=cpus or None)
     except InputError as err:
         flags = {"topologyManagerPolicy": "--policy", "topologyManagerScope": "--scope",
                  "cpuManagerPolicy": "--cpu-manager-policy"}

@@ -107,7 +107,9 @@ class KubeletConfig:
     def from_dict(cls, obj: Mapping[str, Any], source: str | None = None) -> KubeletConfig:
         """Read a ``KubeletConfiguration`` object (the kubelet's ``--config`` file, parsed).
 
-        Unknown fields are ignored; malformed topology fields raise :class:`InputError`.
+        Unknown fields are ignored; malformed topology fields raise :class:`InputError`, and so does
+        what the kubelet refuses to start with: the static CPU manager with no CPU reserved. (A
+        configuration built in code is not held to that: tests and benchmarks build such kubelets.)
         """
         try:
             if not isinstance(obj, Mapping):
@@ -116,7 +118,7 @@ class KubeletConfig:
             if reserved is not None and not isinstance(reserved, str):
                 raise InputError(f"expected a cpuset string like \"0,64\", got {reserved!r}", field="reservedSystemCPUs")
             eviction = _str_map(obj.get("evictionHard"), "evictionHard").get("memory.available")
-            return cls(
+            config = cls(
                 topology_manager_policy=obj.get("topologyManagerPolicy", "none"),
                 topology_manager_scope=obj.get("topologyManagerScope", "container"),
                 topology_manager_options=_str_map(obj.get("topologyManagerPolicyOptions"), "topologyManagerPolicyOptions"),
@@ -130,6 +132,12 @@ class KubeletConfig:
                 reserved_memory=_reserved_memory(obj.get("reservedMemory")),
                 max_pods=_count(obj.get("maxPods", 110), "maxPods"),
             )
+            if config.cpu_manager_policy == "static" and not config.reserved_cpu_millis and not config.reserved_system_cpus:
+                # The kubelet refuses to start (cpumanager.NewManager): with nothing reserved, exclusive
+                # CPUs could empty the shared pool that every other container runs on.
+                raise InputError("the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than "
+                                 "zero (or reservedSystemCPUs)", field="cpuManagerPolicy")
+            return config
         except InputError as err:
             raise err.with_source(source or "KubeletConfiguration") from None
 
