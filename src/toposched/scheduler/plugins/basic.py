@@ -306,7 +306,6 @@ class NodeResourcesFit:
         return out
 
 
-
 _EXACT_IN_FLOAT = 2**52
 
 

@@ -199,7 +199,6 @@ class DeviceLocality:
         used_after = min(1.0, (total - free + sum(request.values())) / total)
         return (_LEVEL_SCORE[level] + round(MAX_NODE_SCORE * used_after)) // 2
 
-
     def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:
         """The pod's devices sit within its required scope.
 

@@ -665,7 +665,6 @@ class GPUShare:
             return scores
         return self._policy().normalize(scores)
 
-
     # ---- reserve -------------------------------------------------------------------------------
 
     def confirm(self, state: CycleState, pod: Pod, node: NodeRecord, placement: Placement) -> Status:

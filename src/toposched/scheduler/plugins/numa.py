@@ -1157,4 +1157,3 @@ class NUMAScore:
                     needed = max(needed, _zones_to_cover([zone[col] for zone in values.zfree], want, zones))
             out.append((zones - min(needed, zones)) * MAX_NODE_SCORE // (zones - 1))
         return out
-

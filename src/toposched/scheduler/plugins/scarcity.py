@@ -429,7 +429,6 @@ class ScarcityScore:
         self._rows[row] = (values, self.shape_version, held)
         return held
 
-
     def normalizes(self, state: CycleState, pod: Pod) -> bool:
         """Whether this pod's scores need normalizing: not while nothing is learned, nor for device pods
         (their raw scores are all 0, which normalizing would only turn into 100 everywhere)."""
