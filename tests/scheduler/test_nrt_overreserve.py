@@ -86,13 +86,16 @@ def nrt_match(args: dict, name: str = "nrt-match-cache", reg: Registry | None = 
                          args={PLUGIN: args}, reg=reg)
 
 
-def world(args: dict, *names: str, cache_size: int = 512) -> tuple[Scheduler, dict[str, Node]]:
-    """Nodes known to the scheduler only by their reports (what scheduler-plugins sees), published at 0."""
+def world(args: dict, *names: str, cache_size: int = 512, percentage: int = 100) -> tuple[Scheduler, dict[str, Node]]:
+    """Nodes known to the scheduler only by their reports (what scheduler-plugins sees), published at 0;
+    the profile looks for ``percentage`` of them as feasible (percentageOfNodesToScore)."""
     nodes = {name: Node(name) for name in names}
     cluster = Cluster()
     for node in nodes.values():
         cluster.update_report(node.report(), now=0)
-    return Scheduler(cluster, nrt_match(args), cache_size=cache_size), nodes
+    profile = nrt_match(args)
+    profile.percentage_of_nodes_to_score = percentage
+    return Scheduler(cluster, profile, cache_size=cache_size), nodes
 
 
 def plugin_of(sched: Scheduler) -> NodeResourceTopologyMatch:
@@ -271,14 +274,12 @@ def test_one_plugin_instance_serves_one_cluster():
 
 # ---- caching per pod shape stays exact ---------------------------------------------------------
 
-OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["schedule", "schedule", "schedule", "abandon", "depart", "report", "foreign"]),
-        st.integers(0, 3),  # pod shape (or which pod / node)
-        st.sampled_from([0.0, 0.5, 1.0, 2.5, 5.0]),  # time passing before the operation
-    ),
-    max_size=30,
-)
+_OP = st.sampled_from(["schedule", "schedule", "schedule", "abandon", "depart", "report", "foreign"])
+_WAIT = st.sampled_from([0.0, 0.5, 1.0, 2.5, 5.0])  # time passing before the operation
+# (operation, pod shape or which pod / node, wait)
+OPS = st.lists(st.tuples(_OP, st.integers(0, 3), _WAIT), max_size=30)
+# The same over 120 nodes: the integer also picks which node reports or takes a foreign pod.
+SEARCH_OPS = st.lists(st.tuples(_OP, st.integers(0, 119), _WAIT), max_size=30)
 
 
 @pytest.mark.parametrize("args", [OVERRESERVE, DISCARD], ids=[STRATEGY_OVERRESERVE, STRATEGY_DISCARD_RESERVED])
@@ -288,7 +289,28 @@ def test_decisions_with_per_shape_caching_equal_decisions_without(args, ops):
     names = ("a", "b", "c")
     cached, nodes = world(args, *names)
     fresh, _ = world(args, *names, cache_size=0)
-    worlds = (cached, fresh)
+    _in_lockstep((cached, fresh), nodes, names, ops, cpus=(1, 2, 3, 5))
+
+
+@pytest.mark.parametrize("args", [{}, OVERRESERVE, DISCARD], ids=["passthrough", STRATEGY_OVERRESERVE, STRATEGY_DISCARD_RESERVED])
+@settings(max_examples=8, deadline=None)
+@given(ops=SEARCH_OPS)
+def test_a_search_keeps_per_node_answers_per_pod_shape_exactly(args, ops):
+    """With more nodes than a cycle looks at (upstream's search over 100 of 120 nodes), the plugin's
+    per-node answers are kept per pod shape and row; the decisions equal those of a scheduler that
+    keeps nothing. Pods of 7 and 8 CPUs fill a NUMA node, so nodes refuse."""
+    names = tuple(f"n{i:03d}" for i in range(120))
+    cached, nodes = world(args, *names, percentage=0)
+    fresh, _ = world(args, *names, percentage=0)
+    fresh.shape = lambda pod: None  # no pod shape: nothing is kept between cycles
+    _in_lockstep((cached, fresh), nodes, names, ops, cpus=(2, 5, 7, 8))
+
+
+def _in_lockstep(worlds: tuple[Scheduler, Scheduler], nodes: dict[str, Node], names: tuple[str, ...],
+                 ops: list[tuple[str, int, float]], cpus: tuple[int, ...]) -> None:
+    """Run ``ops`` on both schedulers and the nodes' ground truth, asserting each decision is the same
+    in both; ``cpus`` are the pod shapes' whole CPUs (the last shape's pods stay reserved a while)."""
+    cached = worlds[0]
     now, serial = 0.0, 0
     bound: list[tuple[Pod, str]] = []
     pending: list[Pod] = []  # reserved, not yet bound (discardreserved holds their nodes)
@@ -296,7 +318,7 @@ def test_decisions_with_per_shape_caching_equal_decisions_without(args, ops):
         now += dt
         serial += 1
         if op == "schedule":
-            pod = guaranteed(f"p{serial}", (1, 2, 3, 5)[k])
+            pod = guaranteed(f"p{serial}", cpus[k % len(cpus)])
             decisions = [w.schedule(pod, now=now) for w in worlds]
             assert decisions[0].node == decisions[1].node
             assert decisions[0].reasons == decisions[1].reasons
@@ -305,7 +327,7 @@ def test_decisions_with_per_shape_caching_equal_decisions_without(args, ops):
             if not nodes[decisions[0].node].admit(pod):
                 for w in worlds:
                     w.unreserve(pod)
-            elif k == 3:
+            elif k % len(cpus) == len(cpus) - 1:
                 pending.append(pod)  # bound later, or abandoned
             else:
                 for w in worlds:

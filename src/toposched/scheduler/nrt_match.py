@@ -20,9 +20,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 from toposched.kubelet.scope import SCOPE_CONTAINER, SCOPE_POD
 from toposched.kubelet.topology_manager import (
@@ -138,8 +139,13 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
     Defaults are ``none``/``container``. The first entry of the deprecated ``topologyPolicies``
     list is read first (the rest are ignored; an unknown or ``None`` entry changes nothing), then
     the ``topologyManagerPolicy`` and ``topologyManagerScope`` attributes override it when their
-    values are valid (invalid values are ignored, not refused).
+    values are valid (invalid values are ignored, not refused). Remembered per report, as
+    :func:`numa_zones` is.
     """
+    return _remembered(_CONFIG_SEEN, nrt, _topology_manager_config)
+
+
+def _topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
     policy, scope = POLICY_NONE, SCOPE_CONTAINER
     if nrt.top_level_policies:
         policy, scope = _DEPRECATED_POLICIES.get(nrt.top_level_policies[0], (policy, scope))
@@ -187,6 +193,7 @@ def _is_extended_resource(name: str) -> bool:
     return _is_qualified_name(_REQUESTS_PREFIX + name)
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_scalar_resource(name: str) -> bool:
     # The scheduler's NodeInfo keeps only these (besides cpu, memory, pods, ephemeral-storage).
     return (
@@ -246,18 +253,27 @@ def numa_zones(nrt: NodeResourceTopology) -> tuple[NUMAZone, ...]:
 
     An NRT is immutable, so the list is remembered for the last few thousand reports seen.
     """
-    known = _ZONES_SEEN.get(id(nrt))
+    return _remembered(_ZONES_SEEN, nrt, _numa_zones)
+
+
+_T = TypeVar("_T")
+
+# id(nrt) -> (nrt, what was read of it); the NRT is kept so a reused id can never match another object.
+_ZONES_SEEN: dict[int, tuple[NodeResourceTopology, tuple[NUMAZone, ...]]] = {}
+_CONFIG_SEEN: dict[int, tuple[NodeResourceTopology, TopologyManagerConfig]] = {}
+
+
+def _remembered(seen: dict[int, tuple[NodeResourceTopology, _T]], nrt: NodeResourceTopology,
+                read: Callable[[NodeResourceTopology], _T]) -> _T:
+    """``read(nrt)``, kept in ``seen`` for the last 4,096 reports (an NRT never changes)."""
+    known = seen.get(id(nrt))
     if known is not None and known[0] is nrt:
         return known[1]
-    zones = _numa_zones(nrt)
-    if len(_ZONES_SEEN) >= 4096:
-        _ZONES_SEEN.pop(next(iter(_ZONES_SEEN)))
-    _ZONES_SEEN[id(nrt)] = (nrt, zones)
-    return zones
-
-
-# id(nrt) -> (nrt, its NUMA list); the NRT is kept so a reused id can never match another object.
-_ZONES_SEEN: dict[int, tuple[NodeResourceTopology, tuple[NUMAZone, ...]]] = {}
+    value = read(nrt)
+    if len(seen) >= 4096:
+        seen.pop(next(iter(seen)))
+    seen[id(nrt)] = (nrt, value)
+    return value
 
 
 def _numa_zones(nrt: NodeResourceTopology) -> tuple[NUMAZone, ...]:

@@ -138,7 +138,7 @@ class Scheduler:
             return Decision(pod.key, None, None, status, {status.message: live}, live)
         to_find = num_feasible_nodes_to_find(self._percentage, live)
         if to_find < live:
-            verdict, candidates = self._search(state, pod, to_find)
+            verdict, candidates = self._search(state, pod, to_find, key)
             base = candidates
         else:
             verdict, _, base, raws = self._evaluate(state, pod, key)
@@ -176,7 +176,7 @@ class Scheduler:
             status = Status.unschedulable("no node fits", plugin="Scheduler")
         return Decision(pod.key, None, None, status, dict(reasons), live, nominated)
 
-    def _search(self, state: CycleState, pod: Pod, to_find: int) -> tuple[np.ndarray, np.ndarray]:
+    def _search(self, state: CycleState, pod: Pod, to_find: int, shape: tuple | None) -> tuple[np.ndarray, np.ndarray]:
         """kube-scheduler's search for ``to_find`` feasible nodes (``findNodesThatPassFilters``): the
         nodes in the node tree's order from :attr:`next_start_node_index`, filtered until that many
         pass, then those scored and normalized together. Per row: the verdict (_FEASIBLE for rows
@@ -186,7 +186,12 @@ class Scheduler:
         upstream with one worker (``parallelism: 1``), the search goes on after the ``to_find``-th
         feasible node and stops at the next one that passes, which is neither kept nor counted;
         the nodes that refused before it count as looked at, and move the next search's start on
-        (``nextStartNodeIndex``)."""
+        (``nextStartNodeIndex``).
+
+        A search looks at other rows each cycle, so there is no verdict per pod shape to keep for
+        every row as :meth:`_evaluate` keeps one; instead, with the pod's ``shape`` (None: no
+        caching), the per-node answers of plugins without a batch form are kept per shape and row
+        (see :meth:`_filter_rows`)."""
         order = self._search_order()
         count = len(order)
         start = self.next_start_node_index % count
@@ -208,7 +213,7 @@ class Scheduler:
             rows = order[positions]
             ascending = np.argsort(rows)
             chunk = np.empty(len(rows), dtype=np.int64)
-            chunk[ascending] = self._filter_rows(state, pod, rows[ascending])[0]
+            chunk[ascending] = self._filter_rows(state, pod, rows[ascending], shape)[0]
             passed = np.flatnonzero(chunk == _FEASIBLE)
             wanted = passed[: to_find - feasible]
             found.append(rows[wanted])
@@ -228,7 +233,7 @@ class Scheduler:
             return verdict, candidates
         rows = np.sort(np.concatenate(found))
         normalizing = self.runner.normalizing(state, pod)
-        refused, summed, raws = self._score_rows(state, pod, rows, normalizing)
+        refused, summed, raws = self._score_rows(state, pod, rows, normalizing, shape)
         if refused is not None:
             verdict[rows] = refused
             return verdict, candidates
@@ -380,9 +385,14 @@ class Scheduler:
                 total[pending] = summed
         return verdict, total, raws
 
-    def _filter_rows(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _filter_rows(self, state: CycleState, pod: Pod, rows: np.ndarray,
+                     shape: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Filter over ``rows``: per row the index of the first reason that refuses it (or
-        _FEASIBLE), the positions in ``rows`` of the feasible ones, and those rows."""
+        _FEASIBLE), the positions in ``rows`` of the feasible ones, and those rows.
+
+        With the pod's ``shape``, the answers of filters without a batch form (one Python call per
+        node) are kept per shape and row until the row changes, as keyed filters' are: the
+        runner gives a shape only where every such plugin is row-local."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
         table = self.table
         if rows is table.all_rows() and table.live_count == table.size:
@@ -400,6 +410,8 @@ class Scheduler:
             if not len(pending):
                 break
             key = self.runner.filter_key(index, state, pod)
+            if key is None and shape is not None and not self.runner.batch_filter[index]:
+                key = shape
             if key is not None:
                 codes = self._keyed_filters[index].values(
                     key, at, lambda some, index=index: self._filter_codes(index, state, pod, some))
@@ -421,11 +433,12 @@ class Scheduler:
                 pending, at = pending[mask], at[mask]
         return verdict, pending, at
 
-    def _score_rows(self, state: CycleState, pod: Pod, rows: np.ndarray, normalizing: tuple[int, ...]
-                    ) -> tuple[int | None, np.ndarray | None, dict[int, np.ndarray]]:
+    def _score_rows(self, state: CycleState, pod: Pod, rows: np.ndarray, normalizing: tuple[int, ...],
+                    shape: tuple | None = None) -> tuple[int | None, np.ndarray | None, dict[int, np.ndarray]]:
         """PreScore and Score over feasible ``rows``: the reason index a PreScore plugin refused them
         all with (or None), the weighted sum of the plugins that do not normalize (None if there are
-        none), and the raw scores of those in ``normalizing``."""
+        none), and the raw scores of those in ``normalizing``. With the pod's ``shape``, per-node
+        scores are kept per shape and row as in :meth:`_filter_rows`."""
         for plugin in self.runner.pre_scores:
             status = plugin.pre_score(state, pod, rows)
             if not status.is_success:
@@ -434,6 +447,8 @@ class Scheduler:
         raws: dict[int, np.ndarray] = {}
         for i, (_, weight) in enumerate(self.runner.scores):
             key = self.runner.score_key(i, state, pod)
+            if key is None and shape is not None and not self.runner.batch_score[i]:
+                key = shape
             if key is not None:
                 scores = self._keyed_scores[i].values(
                     key, rows, lambda some, i=i: self._score_values(i, state, pod, some))
