@@ -71,3 +71,25 @@ def test_check_amount_keeps_the_largest_quantity_a_manifest_can_state():
         parse_quantity("9223372036854776", field="x")
     assert check_amount(largest, field="x") == largest and check_amount(0, field="x") == 0
     assert 1000 * (MAX_QUANTITY - 1) < 2**63  # a thousand such amounts still sum within int64
+
+
+def test_a_quantity_read_before_is_read_the_same_and_a_bad_one_names_each_field_it_comes_in():
+    # Quantities are remembered once read; refusals are not, so each names its own field.
+    assert canonical_units("memory", "4Gi", field="a") == canonical_units("memory", "4Gi", field="b") == 4 * 2**30
+    assert canonical_units("cpu", 1) == 1000 and canonical_units("cpu", "1") == 1000
+    for field in ("spec.containers[0].resources.limits.memory", "zones[1].resources[0].capacity"):
+        with pytest.raises(InputError) as err:
+            canonical_units("memory", "-1Gi", field=field)
+        assert err.value.field == field
+    with pytest.raises(InputError):  # a bool is no amount, though True == 1, which was read above
+        canonical_units("cpu", True)
+
+
+def test_a_page_size_read_before_is_read_the_same_and_a_bad_one_names_each_field():
+    from toposched.inputs import hugepage_size
+
+    assert hugepage_size("hugepages-2Mi", field="a") == hugepage_size("hugepages-2Mi", field="b") == 2 * 2**20
+    for name, field in (("hugepages-x", "f1"), ("hugepages-x", "f2"), ("hugepages-0.5", "f3"), ("hugepages-0", "f4")):
+        with pytest.raises(InputError) as err:
+            hugepage_size(name, field=field)
+        assert err.value.field == field and "does not name a page size" in err.value.message

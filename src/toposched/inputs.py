@@ -20,6 +20,7 @@ and the problem, printed on one line by the CLI.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -494,13 +495,20 @@ def is_extended_resource(name: str) -> bool:
 
 def hugepage_size(name: str, *, field: str, source: str | None = None) -> int:
     """The page size in bytes of a ``hugepages-<size>`` resource; InputError when the size is not a quantity."""
+    size = _page_size(name[len("hugepages-"):])
+    if size is None:
+        raise InputError(f"{name[:80]!r} does not name a page size (e.g. hugepages-2Mi)", field=field, source=source)
+    return size
+
+
+@functools.lru_cache(maxsize=256)
+def _page_size(text: str) -> int | None:
+    """The whole positive number of bytes ``text`` is as a quantity, or None (remembered: every
+    report and pod names the same few page sizes)."""
     from toposched.quantity import parse_quantity
 
-    text = name[len("hugepages-"):]
     try:
         size = parse_quantity(text)
     except InputError:
-        size = None
-    if size is None or size <= 0 or size.denominator != 1:
-        raise InputError(f"{name[:80]!r} does not name a page size (e.g. hugepages-2Mi)", field=field, source=source)
-    return int(size)
+        return None
+    return int(size) if size > 0 and size.denominator == 1 else None

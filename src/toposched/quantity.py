@@ -8,6 +8,7 @@ exponent (e3, E-2). Values are exact :class:`fractions.Fraction` so nothing roun
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -108,11 +109,26 @@ def canonical_units(resource: str, value: str | int | float, *, field: str | Non
     whole number, rounded up like apimachinery's ``Value()``. The result is bounded as
     :func:`check_amount` bounds amounts: a CPU quantity the parser keeps may be past it in millicores.
     """
-    q = parse_quantity(value, field=field or resource)
+    if type(value) in (str, int):
+        # The same few quantities fill a cluster's reports and pods: their values are remembered.
+        try:
+            return _remembered_units(resource, value)
+        except InputError:
+            pass  # said again below, naming the field
+    return _units(resource, value, field or resource)
+
+
+@functools.lru_cache(maxsize=8192, typed=True)
+def _remembered_units(resource: str, value: str | int) -> int:
+    return _units(resource, value, resource)
+
+
+def _units(resource: str, value: str | int | float, field: str) -> int:
+    q = parse_quantity(value, field=field)
     if resource == "cpu":
         q *= 1000
     whole = -(-q.numerator // q.denominator)
-    return check_amount(int(whole), field=field or resource)
+    return check_amount(int(whole), field=field)
 
 
 def format_cpu(millis: int) -> str:

@@ -432,14 +432,9 @@ def _parse_zone(r: _Reader, raw: Any, path: str) -> Zone:
             raise r.fail(f"resource {rname} is listed twice (resources[{seen[rname]}] and [{i}])", f"{here}.name")
         seen[rname] = i
         try:
-            check_resource_name(rname, field=f"{here}.name")
+            check_resource_name(rname, field=f"{here}.name")  # a hugepages-<size> name included
         except InputError as exc:
             raise r.fail(exc.message, f"{here}.name") from None
-        if rname.startswith(_HUGEPAGES_PREFIX):
-            try:
-                _hugepage_size(rname, field=f"{here}.name")
-            except InputError as exc:
-                raise r.fail(exc.message, f"{here}.name") from None
         values = [r.quantity(rname, item.get(key), f"{here}.{key}") for key in ("capacity", "allocatable", "available")]
         for key, value in (("allocatable", values[1]), ("available", values[2])):
             if value > values[0]:
