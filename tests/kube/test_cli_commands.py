@@ -83,6 +83,16 @@ def test_a_command_loads_its_own_module_and_not_the_others():
                                                   "scheduler", "simulate")} <= set(everything)
 
 
+def test_python_dash_m_runs_the_same_command_line():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-m", "toposched", "discover", "--help"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0 and "--reserved-cpus" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "toposched", "no-such-command"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 2 and "no-such-command" in out.stderr
+
+
 def test_the_scheduler_process_binds_pending_pods_and_stops_on_sigterm(tmp_path, fake_server):
     store = fake_server.store
     add_nodes(store, "n1", "n2")
