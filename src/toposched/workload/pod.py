@@ -349,12 +349,14 @@ def _resources(value: Any, path: str) -> dict[str, int]:
     for k, v in value.items():
         where = f"{path}.{str(k)[:80]}"
         name = check_resource_name(k, field=where)
-        quantity = parse_quantity(v, field=where)
-        if is_extended_resource(name) and quantity.denominator != 1:
-            raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
-        if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
-            raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
-        out[name] = canonical_units(name, v, field=where)
+        units = canonical_units(name, v, field=where)
+        if is_extended_resource(name) or name.startswith("hugepages-"):
+            quantity = parse_quantity(v, field=where)  # the exact value: units are rounded up
+            if is_extended_resource(name) and quantity.denominator != 1:
+                raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
+            if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
+                raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
+        out[name] = units
     return out
 
 
