@@ -391,8 +391,8 @@ class Scheduler:
         _FEASIBLE), the positions in ``rows`` of the feasible ones, and those rows.
 
         With the pod's ``shape``, the answers of filters without a batch form (one Python call per
-        node) are kept per shape and row until the row changes, as keyed filters' are: the
-        runner gives a shape only where every such plugin is row-local."""
+        node) are kept per shape and row until the row changes, as keyed filters' are: a pod has
+        a shape only where every such plugin is row-local (:meth:`shape`)."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
         table = self.table
         if rows is table.all_rows() and table.live_count == table.size:
