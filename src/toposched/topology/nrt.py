@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposched.errors import InputError
-from toposched.inputs import check_dns_subdomain, check_resource_name
+from toposched.inputs import check_dns_subdomain, check_resource_name, hugepage_size
 from toposched.manifests import load_objects
 from toposched.names import (
     AMD_GPU,
@@ -33,7 +33,7 @@ from toposched.names import (
     TOPOLOGY_MANAGER_POLICY_ATTRIBUTE,
     TOPOLOGY_MANAGER_SCOPE_ATTRIBUTE,
 )
-from toposched.quantity import canonical_units, check_amount, format_bytes, parse_quantity
+from toposched.quantity import canonical_units, check_amount, format_bytes
 from toposched.topology.cpuset import MAX_CPU_ID, CPUSet
 from toposched.topology.model import Device, DeviceKind, LogicalCPU, Machine, NUMANode
 
@@ -230,17 +230,6 @@ def device_kind_of_resource(resource: str) -> DeviceKind:
 def _is_device_resource(name: str) -> bool:
     # Device-plugin (extended) resources are always domain-qualified ("vendor/name").
     return "/" in name
-
-
-def _hugepage_size(resource: str, *, field: str) -> int:
-    try:
-        size = parse_quantity(resource[len(_HUGEPAGES_PREFIX):], field=field)
-    except InputError as exc:
-        raise InputError(f"hugepages resource {resource!r} does not name a page size ({exc.message})",
-                         field=field) from None
-    if size.denominator != 1 or size <= 0:
-        raise InputError(f"hugepages resource {resource!r} does not name a whole page size", field=field)
-    return int(size)
 
 
 # ---- quantities on the wire ----------------------------------------------------------------
@@ -591,7 +580,7 @@ def machine_from_nrt(nrt: NodeResourceTopology) -> Machine:
             elif res.name == "memory":
                 memory = res.capacity
             elif res.name.startswith(_HUGEPAGES_PREFIX):
-                size = _hugepage_size(res.name, field=f"{path}.name")
+                size = hugepage_size(res.name, field=f"{path}.name", source=origin)
                 if res.capacity % size:
                     raise InputError(f"{res.name} capacity {res.capacity} is not a whole number of pages",
                                      field=f"{path}.capacity", source=origin)

@@ -350,12 +350,11 @@ def _resources(value: Any, path: str) -> dict[str, int]:
         where = f"{path}.{str(k)[:80]}"
         name = check_resource_name(k, field=where)
         units = canonical_units(name, v, field=where)
-        if is_extended_resource(name) or name.startswith("hugepages-"):
-            quantity = parse_quantity(v, field=where)  # the exact value: units are rounded up
-            if is_extended_resource(name) and quantity.denominator != 1:
-                raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
-            if name.startswith("hugepages-") and quantity % hugepage_size(name, field=where):
-                raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
+        # Whole devices and whole pages are judged on the exact value: units are rounded up.
+        if is_extended_resource(name) and parse_quantity(v, field=where).denominator != 1:
+            raise InputError(f"{v!r:.40} is not a whole number: {name} is counted in whole devices", field=where)
+        if name.startswith("hugepages-") and parse_quantity(v, field=where) % hugepage_size(name, field=where):
+            raise InputError(f"{v!r:.40} is not a whole number of {name[len('hugepages-'):]} pages", field=where)
         out[name] = units
     return out
 
