@@ -406,6 +406,7 @@ class Scheduler:
                 at = rows[pending]
             else:
                 at = rows  # the rows themselves, regathered only when a filter refuses some
+        every = rows is table.all_rows()  # positions in ``rows`` are then rows: one gather serves both
         for index in self.runner.active_filters(state):
             if not len(pending):
                 break
@@ -418,7 +419,8 @@ class Scheduler:
                 mask = codes < 0
                 if not mask.all():
                     verdict[pending[~mask]] = codes[~mask]
-                    pending, at = pending[mask], at[mask]
+                    pending = pending[mask]
+                    at = pending if every else at[mask]
                 continue
             mask, reason = self.runner.filter_rows(index, state, pod, at)
             if not mask.all():
@@ -427,10 +429,12 @@ class Scheduler:
                     verdict[pending[refused]] = self._reason_index(reason)
                 elif isinstance(reason, RowReasons):
                     lut = np.array([self._reason_index(t) for t in reason.texts], dtype=np.int64)
-                    verdict[pending[refused]] = lut[reason.codes[refused]]
+                    gone = np.flatnonzero(refused)  # usually a few: gathered by position, not by mask
+                    verdict[pending.take(gone)] = lut.take(reason.codes.take(gone))
                 else:  # one reason per row
                     verdict[pending[refused]] = [self._reason_index(r) for r, no in zip(reason, refused) if no]
-                pending, at = pending[mask], at[mask]
+                pending = pending[mask]
+                at = pending if every else at[mask]
         return verdict, pending, at
 
     def _score_rows(self, state: CycleState, pod: Pod, rows: np.ndarray, normalizing: tuple[int, ...],

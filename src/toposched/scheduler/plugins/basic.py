@@ -198,17 +198,19 @@ class NodeResourcesFit:
             ok &= ~lacking
         if ok.all():
             return ok, ""
-        # Per row, the resources it is short of (as the per-node filter names them), one bit each, and
-        # a last bit for the pod slot: a row passes where no bit is set.
+        # Per refused row, the resources it is short of (as the per-node filter names them), one bit
+        # each, and a last bit for the pod slot. Coded over the refused rows only: usually a few.
+        refused = np.flatnonzero(~ok)
         dtype = np.int8 if len(short) < 7 else np.int64
-        pattern = slotless.astype(dtype)
+        pattern = slotless.take(refused).astype(dtype)
         pattern <<= len(short)
         for j, lacking in enumerate(short):
-            pattern |= lacking.astype(dtype) << j
+            pattern |= lacking.take(refused).astype(dtype) << j
         present = np.flatnonzero(np.bincount(pattern.view(np.uint8) if dtype == np.int8 else pattern)[1:]) + 1
         lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
         lut[present] = np.arange(1, len(present) + 1)
-        codes = lut[pattern]  # code 0: the row passes
+        codes = np.zeros(len(ok), dtype=np.int64)  # code 0: the row passes
+        codes[refused] = lut.take(pattern)
         texts = [""]
         for bits in present.tolist():
             lacking_names = sorted(name for j, name in enumerate(names) if bits >> j & 1)

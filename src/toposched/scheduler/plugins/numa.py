@@ -71,6 +71,14 @@ class AlignedRequest:
 
     def __init__(self, pod: Pod) -> None:
         self.guaranteed = pod.qos_class == GUARANTEED
+        self._plans: dict[tuple[tuple[int, ...], bool, bool], _Plan] = {}
+        if not self.guaranteed and not pod.asks_extended:
+            # Most pods: no exclusive CPUs or pinned memory (not Guaranteed) and no device: nothing aligned.
+            self.containers, self.pod, self.stacked_lists = [], {}, [[]]
+            self.stacked = ([], np.zeros((1, 0), dtype=np.int64))
+            self.aligned_by, self.walk, self.reuse_spans, self.memory_rows = [], [], [], []
+            self.first_memory = None
+            return
         every = [self._of(pod, c) for c in pod.all_containers]
         self.containers = [r for r in every if r]
         pod_request: dict[str, int] = {}
@@ -98,7 +106,6 @@ class AlignedRequest:
                             if any(want[j] for j in memory)]
         # The first container asking for memory, as its row of ``stacked`` and (name's position, amount) pairs.
         self.first_memory = next(((i, wants) for i, wants in self.memory_rows if i > 0), None)
-        self._plans: dict[tuple[tuple[int, ...], bool, bool], _Plan] = {}
 
     def plan(self, cols: list[int], cpu_static: bool, mem_static: bool) -> _Plan:
         """The (zone column, amount) pairs to check on a node with these managers, per request of
@@ -217,6 +224,9 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
     return request
 
 
+_ANY_AMOUNT = np.iinfo(np.int64).min  # what a zone must hold of a resource the row does not align
+
+
 def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: range,
                    cpu_static: np.ndarray, mem_static: np.ndarray, *, restricted: bool = False) -> np.ndarray:
     """Per row: each request ``which`` of ``request.stacked`` (0 the pod's, then each container's) is
@@ -261,13 +271,13 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
                 some_wide |= counted & ~single[j]
                 spared_i.append(~(counted & single[j]))
             ok &= ~(some_single & some_wide)
-        holds = valid.copy()
+        holds = None
         for zone, need, spared in zip(zones, needs, spared_i):
-            if spared is None:  # a device: aligned on every node
-                holds &= zone >= need
-            else:
-                holds &= (zone >= need) | spared
-        ok &= holds.any(axis=0)
+            # A spared row needs nothing of any zone: its need is the least integer (one pass over the
+            # zones instead of a comparison and a union). A device (None) is aligned on every node.
+            fits = zone >= (need if spared is None else np.where(spared, _ANY_AMOUNT, need))
+            holds = fits & valid if holds is None else np.logical_and(holds, fits, out=holds)
+        ok &= (valid if holds is None else holds).any(axis=0)
     return table.pick(ok, rows) if whole else ok
 
 
@@ -438,7 +448,7 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
             if needs[j]:
                 counted |= aligned[j]
                 left = free[j] if taken is None else free[j] - taken[j]
-                holds = holds & ((left >= needs[j]) | ~aligned[j])
+                holds = holds & (left >= np.where(aligned[j], needs[j], _ANY_AMOUNT))
                 if j in memory:
                     with_memory |= aligned[j]
         return holds & (alone | ~with_memory), counted, with_memory
@@ -573,7 +583,7 @@ def _memory_fits_one_zone(valid: np.ndarray, capacity: dict[int, np.ndarray], ne
     holds = valid
     for j, zone in capacity.items():
         if needs[j]:
-            holds = holds & ((zone >= needs[j]) | ~aligned[j])
+            holds = holds & (zone >= np.where(aligned[j], needs[j], _ANY_AMOUNT))
     return holds.any(axis=0)
 
 
