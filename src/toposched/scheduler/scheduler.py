@@ -395,7 +395,8 @@ class Scheduler:
         a shape only where every such plugin is row-local (:meth:`shape`)."""
         verdict = np.full(len(rows), _FEASIBLE, dtype=np.int64)
         table = self.table
-        if rows is table.all_rows() and table.live_count == table.size:
+        every = rows is table.all_rows()  # positions in ``rows`` are then rows: one gather serves both
+        if every and table.live_count == table.size:
             # Every row, every node live (positions are rows): all_rows() is itself the positions, and stays itself.
             pending = at = rows
         else:
@@ -406,7 +407,6 @@ class Scheduler:
                 at = rows[pending]
             else:
                 at = rows  # the rows themselves, regathered only when a filter refuses some
-        every = rows is table.all_rows()  # positions in ``rows`` are then rows: one gather serves both
         for index in self.runner.active_filters(state):
             if not len(pending):
                 break
