@@ -4,7 +4,8 @@
 (pod, node, exact placement) the scheduler made when the fixture was written, plus a digest of
 them all. Workloads: ``benchmarks/scheduler.py`` at 200 nodes and 2,000 pods, plain and with its
 GPU variant; ``benchmarks/realistic.py`` at 200 nodes pre-filled to 6 pods a node, then 2,000
-arrivals each after a deletion. Rewrite the fixture only for a change of decisions that is
+arrivals each after a deletion; the last also with the row loops' NumPy forms in place of the
+compiled ones (``toposched.scheduler.rowloops``). Rewrite the fixture only for a change of decisions that is
 explained (docs/scheduler/design.md):
 
     .venv/bin/python tests/scheduler/test_decisions_identical.py --write
@@ -77,11 +78,8 @@ def _summary(records: list[list]) -> dict[str, Any]:
             "scheduled": sum(1 for r in records if r[1] is not None)}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("workload", sorted(WORKLOADS))
-def test_decisions_are_the_recorded_ones(workload: str) -> None:
+def _check(workload: str, records: list[list]) -> None:
     expected = json.loads(FIXTURE.read_text())[workload]
-    records = WORKLOADS[workload]()
     got = _summary(records)
     if got["digest"] != expected["digest"]:
         first = next((i for i, (a, b) in enumerate(zip(got["decisions"], expected["decisions"])) if a != b),
@@ -90,6 +88,24 @@ def test_decisions_are_the_recorded_ones(workload: str) -> None:
                     f"({sum(a != b for a, b in zip(got['decisions'], expected['decisions']))} of {len(records)} differ; "
                     f"now {records[first] if first < len(records) else None})")
     assert got["scheduled"] == expected["scheduled"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_decisions_are_the_recorded_ones(workload: str) -> None:
+    _check(workload, WORKLOADS[workload]())
+
+
+@pytest.mark.slow
+def test_the_numpy_forms_decide_as_the_compiled_loops() -> None:
+    """An install without a C compiler runs the row loops' NumPy forms: the same decisions."""
+    from tests.scheduler.test_rowloops import numpy_forms
+    from toposched.scheduler import rowloops
+
+    if rowloops.compiled is None:
+        pytest.skip("this install runs the NumPy forms already: test_decisions_are_the_recorded_ones checks them")
+    with numpy_forms():
+        _check("realistic", _realistic())
 
 
 if __name__ == "__main__":

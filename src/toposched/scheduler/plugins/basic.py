@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from toposched.errors import InputError
+from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.nodes import untolerated_among, untolerated_taint
@@ -189,23 +190,20 @@ class NodeResourcesFit:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
         names = list(requests)
-        slotless = table.pick(table.free("pods"), rows) < 1  # the pod takes one slot
-        short = []
-        for name, want in requests.items():
-            short.append(table.pick(table.free(name), rows) < want)
-        ok = ~slotless
-        for lacking in short:
-            ok &= ~lacking
+        free = [table.pick(table.free(name), rows) for name in ("pods", *names)]
+        ok = rowloops.at_least(free, [1, *requests.values()])  # the pod takes one slot
         if ok.all():
             return ok, ""
         # Per refused row, the resources it is short of (as the per-node filter names them), one bit
         # each, and a last bit for the pod slot. Coded over the refused rows only: usually a few.
         refused = np.flatnonzero(~ok)
+        slotless = free[0].take(refused) < 1
+        short = [free[j + 1].take(refused) < want for j, want in enumerate(requests.values())]
         dtype = np.int8 if len(short) < 7 else np.int64
-        pattern = slotless.take(refused).astype(dtype)
+        pattern = slotless.astype(dtype)
         pattern <<= len(short)
         for j, lacking in enumerate(short):
-            pattern |= lacking.take(refused).astype(dtype) << j
+            pattern |= lacking.astype(dtype) << j
         present = np.flatnonzero(np.bincount(pattern.view(np.uint8) if dtype == np.int8 else pattern)[1:]) + 1
         lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
         lut[present] = np.arange(1, len(present) + 1)
@@ -253,6 +251,12 @@ class NodeResourcesFit:
         whole = 2 * len(rows) >= table.size
         at = table.all_rows() if whole else rows
         most = self.strategy == "MostAllocated"
+        if rowloops.compiled is not None and wants:
+            values = [table.pick(table.requested(r) if most else table.free(r), at) for r in wants]
+            allocs = [table.pick(table.allocatable(r), at) for r in wants]
+            out = np.empty(len(at), dtype=np.int64)
+            rowloops.compiled.fit_score(most, values, allocs, list(wants.values()), list(self.weights.values()), out)
+            return table.pick(out, rows) if whole else out
         total: np.ndarray | None = None
         for (r, want), weight in zip(wants.items(), self.weights.values()):
             alloc = table.allocatable(r)

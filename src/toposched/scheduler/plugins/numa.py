@@ -24,6 +24,7 @@ from toposched.kubelet.cpu_manager import guaranteed_cpus, pod_guaranteed_cpus
 from toposched.kubelet.device_manager import container_device_requests, pod_device_requests
 from toposched.kubelet.memory_manager import pod_requested_memory
 from toposched.names import KOORDINATOR_RESOURCE_PREFIX
+from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import NodeRecord, placement_of
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.intent import (
@@ -271,13 +272,10 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
                 some_wide |= counted & ~single[j]
                 spared_i.append(~(counted & single[j]))
             ok &= ~(some_single & some_wide)
-        holds = None
-        for zone, need, spared in zip(zones, needs, spared_i):
-            # A spared row needs nothing of any zone: its need is the least integer (one pass over the
-            # zones instead of a comparison and a union). A device (None) is aligned on every node.
-            fits = zone >= (need if spared is None else np.where(spared, _ANY_AMOUNT, need))
-            holds = fits & valid if holds is None else np.logical_and(holds, fits, out=holds)
-        ok &= (valid if holds is None else holds).any(axis=0)
+        # A spared row needs nothing of any zone: its need is the least integer (one pass over the
+        # zones instead of a comparison and a union). A device (None) is aligned on every node.
+        ok &= rowloops.any_zone_holding(valid, zones, [need if spared is None else np.where(spared, _ANY_AMOUNT, need)
+                                                       for need, spared in zip(needs, spared_i)])
     return table.pick(ok, rows) if whole else ok
 
 

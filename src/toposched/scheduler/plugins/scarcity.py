@@ -46,13 +46,14 @@ from typing import Any
 import numpy as np
 
 from toposched.kubelet.memory_manager import hugepage_resource_name
+from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, registry
 from toposched.scheduler.plugin_args import ScarcityScoreArgs, plugin_args
 from toposched.scheduler.plugins.node_cache import NodeCache
 from toposched.scheduler.plugins.numa import aligned_request
 from toposched.scheduler.status import Status
-from toposched.scheduler.table import NodeTable, first_true, grown, take_rows
+from toposched.scheduler.table import NodeTable, grown, take_rows
 from toposched.workload import GUARANTEED, Pod
 
 __all__ = ["ScarcityScore"]
@@ -186,13 +187,12 @@ class ScarcityScore:
         if zone_request:
             # Zones x rows (zone-major): the zones that hold the aligned request, the first of them
             # per row, and there the target shapes' columns before and after the pod.
-            fits = take_rows(table.zone_valid(), at) & able[None, :]
-            for r, v in zone_request.items():
-                fits &= take_rows(table.zone_free(r), at) >= v
-            firsts = first_true(fits)
-            picked = np.flatnonzero(firsts < len(fits))
+            valid = take_rows(table.zone_valid(), at)
+            firsts = rowloops.first_zone_holding(valid, [take_rows(table.zone_free(r), at) for r in zone_request],
+                                                 list(zone_request.values()))
+            picked = np.flatnonzero((firsts < len(valid)) & able)
             if len(picked):
-                first = firsts[picked].astype(np.int64)
+                first = firsts[picked]
                 chosen = picked if full else rows[picked]
                 before_zone, after_zone = {}, {}
                 for c in self._stacked_plan(cols, needs)[0]:  # every target shape's columns
@@ -212,28 +212,8 @@ class ScarcityScore:
                 after_totals = np.zeros(totals.shape, dtype=np.int64)
                 after_totals[:, picked] = lowered
                 np.subtract(totals, after_totals, out=after_totals)
-        # The shapes the free CPU and memory allow after the pod, max(free - take, 0) // need, from the
-        # kept quotients and remainders of free // need: with take = q * need + r, that is
-        # max(quot - q - (rem < r), 0), and no division over the rows.
-        # (rem < r) is the sign bit of rem - r, both being below need; the clamp at 0 is taken once,
-        # after the minimum over CPU, memory and the zones' totals (which are never negative).
         take_q, take_r = np.divmod(np.array(take, dtype=np.int64)[:, None], self._stacked_plan(cols, needs)[-1])
-        after = rem - take_r[:, :, None]
-        after >>= 63
-        after += quot
-        after -= take_q[:, :, None]
-        held_after = np.minimum(after[0], after[1], out=after[0])
-        np.minimum(after_totals, held_after, out=held_after)
-        np.maximum(held_after, 0, out=held_after)
-        value = self._values(needs, weights)
-        lost = np.subtract(before, held_after, out=held_after)
-        loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
-        for k in range(1, len(value)):
-            loss += lost[k] * value[k]
-        np.maximum(loss, 0.0, out=loss)
-        loss *= 1e6
-        out = np.round(loss, out=loss).astype(np.int64)  # fixed point: normalization needs the order
-        out *= able
+        out = row_losses(before, quot, rem, after_totals, take_q, take_r, self._values(needs, weights), able)
         return table.pick(out, rows) if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
@@ -443,6 +423,43 @@ class ScarcityScore:
         if high == low:
             return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
         return (MAX_NODE_SCORE - (raw - low) * MAX_NODE_SCORE // (high - low)).astype(np.int64)
+
+
+def row_losses(before: np.ndarray, quot: np.ndarray, rem: np.ndarray, after_totals: np.ndarray, take_q: np.ndarray,
+               take_r: np.ndarray, value: np.ndarray, able: np.ndarray) -> np.ndarray:
+    """Per row, the raw score: the value the pod takes from the target, in fixed point (int64).
+
+    ``before``: per shape the pods each row holds now (shapes x rows); ``quot``/``rem``: quotient and
+    remainder of the row's free CPU and memory by each shape's need (2 x shapes x rows);
+    ``after_totals``: per shape the pods the row's zones hold after the pod; ``take_q``/``take_r``:
+    the pod's CPU and memory request divided the same way (2 x shapes); ``value``: one pod of each
+    shape (float64); ``able``: rows that can hold demanding pods (the others score 0). The compiled
+    loop (:mod:`toposched.scheduler.rowloops`) when built, else NumPy: the same integers."""
+    if rowloops.compiled is not None:
+        out = np.empty(before.shape[1], dtype=np.int64)
+        rowloops.compiled.scarcity_loss(before, quot, rem, after_totals, take_q, take_r, value, able, out)
+        return out
+    # The shapes the free CPU and memory allow after the pod, max(free - take, 0) // need, from the
+    # kept quotients and remainders of free // need: with take = q * need + r, that is
+    # max(quot - q - (rem < r), 0), and no division over the rows.
+    # (rem < r) is the sign bit of rem - r, both being below need; the clamp at 0 is taken once,
+    # after the minimum over CPU, memory and the zones' totals (which are never negative).
+    after = rem - take_r[:, :, None]
+    after >>= 63
+    after += quot
+    after -= take_q[:, :, None]
+    held_after = np.minimum(after[0], after[1], out=after[0])
+    np.minimum(after_totals, held_after, out=held_after)
+    np.maximum(held_after, 0, out=held_after)
+    lost = np.subtract(before, held_after, out=held_after)
+    loss = lost[0] * value[0]  # summed shape by shape, in order: the fixed point below must not move
+    for k in range(1, len(value)):
+        loss += lost[k] * value[k]
+    np.maximum(loss, 0.0, out=loss)
+    loss *= 1e6
+    out = np.round(loss, out=loss).astype(np.int64)  # fixed point: normalization needs the order
+    out *= able
+    return out
 
 
 def _empty_zones(model: Any) -> list[dict[str, int]]:

@@ -1,0 +1,19 @@
+"""The one compiled module: the scheduler plugins' row loops (docs/scheduler/design.md, "Compiled row loops").
+
+Everything else is in pyproject.toml. The extension is optional: without a C compiler the install
+still succeeds and the scheduler runs the loops' NumPy forms, which decide the same.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "toposched.scheduler._rowloops",
+            sources=["src/toposched/scheduler/_rowloops.c"],
+            # Bit-for-bit the NumPy forms' floating point: no fused multiply-add, no reassociation.
+            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        )
+    ]
+)

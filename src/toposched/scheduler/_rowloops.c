@@ -1,0 +1,468 @@
+/* Row loops of the scheduler's plugins, compiled: the same integer and floating-point arithmetic
+ * as their NumPy forms (toposched.scheduler.rowloops), in one pass over the rows instead of a
+ * dozen NumPy calls each allocating and walking an array.
+ *
+ * Every function takes NumPy arrays through the buffer protocol (no NumPy headers are needed to
+ * build this), checks their dimensions, item types and lengths, and raises ValueError on a
+ * mismatch; outputs are written in place. Arrays may be strided (the node table's views end at
+ * the row count, not at the arrays' capacity); only the last axis must be contiguous.
+ *
+ * Floating-point results must equal NumPy's bit for bit: this file is compiled with
+ * -ffp-contract=off (no fused multiply-add) and never with -ffast-math, and every sum is formed
+ * in the order the NumPy form forms it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- arrays through the buffer protocol -------------------------------------------------- */
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Array;
+
+static void release(Array *arrays, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (arrays[i].held) {
+            PyBuffer_Release(&arrays[i].view);
+            arrays[i].held = 0;
+        }
+    }
+}
+
+/* kind: 'i' int64, 'd' float64, 'b' bool (one byte). */
+static int format_matches(const Py_buffer *view, char kind)
+{
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    switch (kind) {
+    case 'i':
+        return view->itemsize == 8 && (strcmp(f, "l") == 0 || strcmp(f, "q") == 0);
+    case 'd':
+        return view->itemsize == 8 && strcmp(f, "d") == 0;
+    case 'b':
+        return view->itemsize == 1 && (strcmp(f, "?") == 0 || strcmp(f, "b") == 0 || strcmp(f, "B") == 0);
+    }
+    return 0;
+}
+
+/* Takes `obj` as an array of `ndim` dimensions of `kind`, its last axis contiguous unless any_stride. */
+static int take_strided(PyObject *obj, Array *out, int ndim, char kind, int writable, int any_stride, const char *name)
+{
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &out->view, flags) < 0)
+        return -1;
+    out->held = 1;
+    const Py_buffer *v = &out->view;
+    if (v->ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s: %d dimensions, expected %d", name, v->ndim, ndim);
+        return -1;
+    }
+    if (!format_matches(v, kind)) {
+        PyErr_Format(PyExc_ValueError, "%s: item type %s of %zd bytes is not the expected one", name,
+                     v->format ? v->format : "B", v->itemsize);
+        return -1;
+    }
+    if (!any_stride && ndim > 0 && v->shape[ndim - 1] > 1 && v->strides[ndim - 1] != v->itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: its last axis is not contiguous", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int take_array(PyObject *obj, Array *out, int ndim, char kind, int writable, const char *name)
+{
+    return take_strided(obj, out, ndim, kind, writable, 0, name);
+}
+
+static inline const char *at2(const Py_buffer *v, Py_ssize_t i)
+{
+    return (const char *)v->buf + i * v->strides[0];
+}
+
+static inline const char *at3(const Py_buffer *v, Py_ssize_t i, Py_ssize_t j)
+{
+    return (const char *)v->buf + i * v->strides[0] + j * v->strides[1];
+}
+
+static int expect(int ok, const char *what)
+{
+    if (!ok)
+        PyErr_Format(PyExc_ValueError, "array shapes disagree: %s", what);
+    return ok;
+}
+
+/* ---- sequences of arrays, and amounts that are a number or one per row ------------------------ */
+
+#define MAX_ARRAYS 64
+
+/* Takes each item of the sequence `seq` as an array (see take_array) into arrays[0..*count). */
+static int take_arrays(PyObject *seq, Array *arrays, Py_ssize_t *count, int ndim, char kind, int any_stride,
+                       const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, name);
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > MAX_ARRAYS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd arrays, at most %d", name, n, MAX_ARRAYS);
+        Py_DECREF(fast);
+        return -1;
+    }
+    *count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (take_strided(PySequence_Fast_GET_ITEM(fast, i), &arrays[i], ndim, kind, 0, any_stride, name) < 0) {
+            *count = i + 1;
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    *count = n;
+    Py_DECREF(fast);
+    return 0;
+}
+
+/* An amount per row: one number for every row (scalar) or an int64 array over the rows. */
+typedef struct {
+    int64_t scalar;
+    const int64_t *per_row;
+} Amount;
+
+static int take_amounts(PyObject *seq, Amount *amounts, Array *arrays, Py_ssize_t *count, const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, name);
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > MAX_ARRAYS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd amounts, at most %d", name, n, MAX_ARRAYS);
+        Py_DECREF(fast);
+        return -1;
+    }
+    *count = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        amounts[i].per_row = NULL;
+        amounts[i].scalar = 0;
+        if (PyLong_Check(item)) {
+            amounts[i].scalar = PyLong_AsLongLong(item);
+            if (amounts[i].scalar == -1 && PyErr_Occurred()) {
+                Py_DECREF(fast);
+                return -1;
+            }
+        } else {
+            if (take_array(item, &arrays[i], 1, 'i', 0, name) < 0) {
+                Py_DECREF(fast);
+                return -1;
+            }
+            amounts[i].per_row = (const int64_t *)arrays[i].view.buf;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static inline int64_t amount(const Amount *a, Py_ssize_t row)
+{
+    return a->per_row ? a->per_row[row] : a->scalar;
+}
+
+/* ---- zones holding a request ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(first_zone_holding_doc,
+"first_zone_holding(valid, frees, needs, out)\n\n"
+"Per row, the first zone slot that is valid and holds every need: frees[r][zone, row] >= needs[r]\n"
+"(a need is a number, or an int64 array over the rows); the zone count where none does. valid is\n"
+"zones x rows (bool), each of frees zones x rows (int64), out rows (int64).");
+
+static PyObject *first_zone_holding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "first_zone_holding takes valid, frees, needs and out");
+        return NULL;
+    }
+    Array valid = {{0}}, out = {{0}}, frees[MAX_ARRAYS] = {{{0}}}, need_arrays[MAX_ARRAYS] = {{{0}}};
+    Amount needs[MAX_ARRAYS];
+    Py_ssize_t n_frees = 0, n_needs = 0;
+    PyObject *result = NULL;
+    if (take_strided(args[0], &valid, 2, 'b', 0, 1, "valid") < 0 || take_array(args[3], &out, 1, 'i', 1, "out") < 0
+        || take_arrays(args[1], frees, &n_frees, 2, 'i', 1, "frees") < 0
+        || take_amounts(args[2], needs, need_arrays, &n_needs, "needs") < 0)
+        goto done;
+    const Py_ssize_t zones = valid.view.shape[0], rows = valid.view.shape[1];
+    if (!expect(n_frees == n_needs, "as many needs as frees") || !expect(out.view.shape[0] == rows, "out and valid"))
+        goto done;
+    for (Py_ssize_t r = 0; r < n_frees; r++) {
+        if (!expect(frees[r].view.shape[0] == zones && frees[r].view.shape[1] == rows, "frees and valid")
+            || !expect(!needs[r].per_row || need_arrays[r].view.shape[0] == rows, "needs and valid"))
+            goto done;
+    }
+    /* Zone-major arrays or gathered ones (any strides): every element is read through both strides. */
+    int64_t *first = (int64_t *)out.view.buf;
+    const Py_ssize_t valid_zone = valid.view.strides[0], valid_row = valid.view.strides[1];
+    Py_ssize_t zone_step[MAX_ARRAYS], row_step[MAX_ARRAYS];
+    for (Py_ssize_t r = 0; r < n_frees; r++) {
+        zone_step[r] = frees[r].view.strides[0];
+        row_step[r] = frees[r].view.strides[1];
+    }
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        Py_ssize_t z = 0;
+        for (; z < zones; z++) {
+            if (!*((const unsigned char *)valid.view.buf + z * valid_zone + j * valid_row))
+                continue;
+            Py_ssize_t r = 0;
+            for (; r < n_frees; r++)
+                if (*(const int64_t *)((const char *)frees[r].view.buf + z * zone_step[r] + j * row_step[r])
+                    < amount(&needs[r], j))
+                    break;
+            if (r == n_frees)
+                break;
+        }
+        first[j] = z;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&valid, 1);
+    release(&out, 1);
+    release(frees, (int)n_frees);
+    release(need_arrays, (int)n_needs);
+    return result;
+}
+
+/* ---- NodeResourcesFit --------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(at_least_doc,
+"at_least(arrays, least, out)\n\n"
+"Per row: every arrays[r][row] >= least[r] (arrays int64 over the rows, least numbers); out bool.");
+
+static PyObject *at_least(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "at_least takes arrays, least and out");
+        return NULL;
+    }
+    Array out = {{0}}, arrays[MAX_ARRAYS] = {{{0}}}, unused[MAX_ARRAYS] = {{{0}}};
+    Amount least[MAX_ARRAYS];
+    Py_ssize_t n_arrays = 0, n_least = 0;
+    PyObject *result = NULL;
+    if (take_array(args[2], &out, 1, 'b', 1, "out") < 0 || take_arrays(args[0], arrays, &n_arrays, 1, 'i', 0, "arrays") < 0
+        || take_amounts(args[1], least, unused, &n_least, "least") < 0)
+        goto done;
+    const Py_ssize_t rows = out.view.shape[0];
+    if (!expect(n_arrays == n_least, "as many least amounts as arrays"))
+        goto done;
+    for (Py_ssize_t r = 0; r < n_arrays; r++)
+        if (!expect(arrays[r].view.shape[0] == rows && !least[r].per_row, "arrays and out (least: numbers)"))
+            goto done;
+    unsigned char *ok = (unsigned char *)out.view.buf;
+    memset(ok, 1, (size_t)rows);
+    for (Py_ssize_t r = 0; r < n_arrays; r++) {
+        const int64_t *a = (const int64_t *)arrays[r].view.buf, m = least[r].scalar;
+        for (Py_ssize_t j = 0; j < rows; j++)
+            ok[j] &= a[j] >= m;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&out, 1);
+    release(arrays, (int)n_arrays);
+    release(unused, (int)n_least);
+    return result;
+}
+
+/* floor(n / d) for 0 <= n and 1 <= d: by a float division where both are below 2**52 (exact there,
+ * see basic._floor_divide), by an integer one beyond. */
+static inline int64_t floor_quotient(int64_t n, int64_t d)
+{
+    if (n < 4503599627370496LL && d < 4503599627370496LL)
+        return (int64_t)floor((double)n / (double)d);
+    return n / d;
+}
+
+PyDoc_STRVAR(fit_score_doc,
+"fit_score(most, used_or_free, allocs, wants, weights, out)\n\n"
+"NodeResourcesFit's LeastAllocated (most false: used_or_free are the free amounts) or MostAllocated\n"
+"(most true: the requested amounts) score per row, in upstream's integer arithmetic: per resource\n"
+"max(free - want, 0) * 100 // max(alloc, 1), or max(min(requested + want, alloc), 0) * 100 // max(alloc, 1),\n"
+"times its weight, summed, integer-divided by the weights' sum. Arrays int64 over the rows.");
+
+static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "fit_score takes most, used_or_free, allocs, wants, weights and out");
+        return NULL;
+    }
+    Array out = {{0}}, values[MAX_ARRAYS] = {{{0}}}, allocs[MAX_ARRAYS] = {{{0}}};
+    Array unused_w[MAX_ARRAYS] = {{{0}}}, unused_k[MAX_ARRAYS] = {{{0}}};
+    Amount wants[MAX_ARRAYS], weights[MAX_ARRAYS];
+    Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0;
+    PyObject *result = NULL;
+    int most = PyObject_IsTrue(args[0]);
+    if (most < 0 || take_array(args[5], &out, 1, 'i', 1, "out") < 0
+        || take_arrays(args[1], values, &n_values, 1, 'i', 0, "used_or_free") < 0
+        || take_arrays(args[2], allocs, &n_allocs, 1, 'i', 0, "allocs") < 0
+        || take_amounts(args[3], wants, unused_w, &n_wants, "wants") < 0
+        || take_amounts(args[4], weights, unused_k, &n_weights, "weights") < 0)
+        goto done;
+    const Py_ssize_t rows = out.view.shape[0];
+    if (!expect(n_values == n_allocs && n_values == n_wants && n_values == n_weights && n_values > 0,
+                "one array, allocatable, want and weight per resource"))
+        goto done;
+    int64_t weight_sum = 0;
+    for (Py_ssize_t r = 0; r < n_values; r++) {
+        if (!expect(values[r].view.shape[0] == rows && allocs[r].view.shape[0] == rows, "arrays and out")
+            || !expect(!wants[r].per_row && !weights[r].per_row && weights[r].scalar > 0, "wants and weights: numbers, weights positive"))
+            goto done;
+        weight_sum += weights[r].scalar;
+    }
+    int64_t *total = (int64_t *)out.view.buf;
+    memset(total, 0, sizeof(int64_t) * (size_t)rows);
+    for (Py_ssize_t r = 0; r < n_values; r++) {
+        const int64_t *v = (const int64_t *)values[r].view.buf, *alloc = (const int64_t *)allocs[r].view.buf;
+        const int64_t want = wants[r].scalar, weight = weights[r].scalar;
+        for (Py_ssize_t j = 0; j < rows; j++) {
+            int64_t per;
+            if (most) {
+                per = v[j] + want;
+                per = per < alloc[j] ? per : alloc[j];
+            } else {
+                per = v[j] - want;
+            }
+            per = per > 0 ? per * 100 : 0;
+            total[j] += floor_quotient(per, alloc[j] > 1 ? alloc[j] : 1) * weight;
+        }
+    }
+    for (Py_ssize_t j = 0; j < rows; j++)
+        total[j] /= weight_sum; /* never negative: a floor division */
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&out, 1);
+    release(values, (int)n_values);
+    release(allocs, (int)n_allocs);
+    release(unused_w, (int)n_wants);
+    release(unused_k, (int)n_weights);
+    return result;
+}
+
+/* ---- ScarcityScore ------------------------------------------------------------------------- */
+
+#define TWO_POW_52 4503599627370496.0
+
+/* x rounded to the nearest integer, ties to even (np.round / np.rint), for x >= 0. */
+static inline int64_t round_half_even(double x)
+{
+    if (x < TWO_POW_52) {
+        double shifted = x + TWO_POW_52; /* below 2**53 the sum has no fraction: the addition rounds */
+        return (int64_t)(shifted - TWO_POW_52);
+    }
+    return (int64_t)nearbyint(x);
+}
+
+PyDoc_STRVAR(scarcity_loss_doc,
+"scarcity_loss(before, quot, rem, after_totals, take_q, take_r, value, able, out)\n\n"
+"ScarcityScore's raw score per row, written into out (int64, rows):\n"
+"held = max(min(quot[0] - take_q[0] - (rem[0] < take_r[0]), quot[1] - take_q[1] - (rem[1] < take_r[1]),\n"
+"after_totals), 0) per shape; loss = sum over shapes in order of (before - held) * value;\n"
+"out = round(max(loss, 0) * 1e6) where able, else 0.\n"
+"Shapes: before, after_totals (shapes x rows); quot, rem (2 x shapes x rows); take_q, take_r (2 x shapes);\n"
+"value (shapes, float64); able (rows, bool).");
+
+static PyObject *scarcity_loss(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "scarcity_loss takes 9 arrays");
+        return NULL;
+    }
+    Array a[9] = {{{0}}};
+    static const char *names[9] = {"before", "quot", "rem", "after_totals", "take_q", "take_r", "value", "able", "out"};
+    static const int dims[9] = {2, 3, 3, 2, 2, 2, 1, 1, 1};
+    static const char kinds[9] = {'i', 'i', 'i', 'i', 'i', 'i', 'd', 'b', 'i'};
+    double *loss = NULL;
+    for (int i = 0; i < 9; i++)
+        if (take_array(args[i], &a[i], dims[i], kinds[i], i == 8, names[i]) < 0)
+            goto fail;
+    const Py_buffer *before = &a[0].view, *quot = &a[1].view, *rem = &a[2].view, *after_totals = &a[3].view;
+    const Py_buffer *take_q = &a[4].view, *take_r = &a[5].view, *value = &a[6].view, *able = &a[7].view;
+    Py_buffer *out = &a[8].view;
+    const Py_ssize_t shapes = before->shape[0], rows = before->shape[1];
+    if (!expect(after_totals->shape[0] == shapes && after_totals->shape[1] == rows, "after_totals and before")
+        || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == rows, "quot and before")
+        || !expect(rem->shape[0] == 2 && rem->shape[1] == shapes && rem->shape[2] == rows, "rem and before")
+        || !expect(take_q->shape[0] == 2 && take_q->shape[1] == shapes, "take_q and before")
+        || !expect(take_r->shape[0] == 2 && take_r->shape[1] == shapes, "take_r and before")
+        || !expect(value->shape[0] == shapes, "value and before")
+        || !expect(able->shape[0] == rows && out->shape[0] == rows, "able, out and before"))
+        goto fail;
+    if (rows == 0) {
+        release(a, 9);
+        Py_RETURN_NONE;
+    }
+    loss = PyMem_Malloc(sizeof(double) * (size_t)rows);
+    if (loss == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < shapes; k++) {
+        const int64_t *q0 = (const int64_t *)at3(quot, 0, k), *q1 = (const int64_t *)at3(quot, 1, k);
+        const int64_t *r0 = (const int64_t *)at3(rem, 0, k), *r1 = (const int64_t *)at3(rem, 1, k);
+        const int64_t *tot = (const int64_t *)at2(after_totals, k), *bef = (const int64_t *)at2(before, k);
+        const int64_t tq0 = *(const int64_t *)at3(take_q, 0, k), tq1 = *(const int64_t *)at3(take_q, 1, k);
+        const int64_t tr0 = *(const int64_t *)at3(take_r, 0, k), tr1 = *(const int64_t *)at3(take_r, 1, k);
+        const double v = *(const double *)((const char *)value->buf + k * value->strides[0]);
+        for (Py_ssize_t j = 0; j < rows; j++) {
+            int64_t h0 = q0[j] - tq0 + ((r0[j] - tr0) >> 63);
+            int64_t h1 = q1[j] - tq1 + ((r1[j] - tr1) >> 63);
+            int64_t held = h0 < h1 ? h0 : h1;
+            held = held < tot[j] ? held : tot[j];
+            held = held > 0 ? held : 0;
+            double lost = (double)(bef[j] - held) * v;
+            loss[j] = k == 0 ? lost : loss[j] + lost;
+        }
+    }
+    const unsigned char *ok = (const unsigned char *)able->buf;
+    int64_t *dst = (int64_t *)out->buf;
+    if (shapes == 0)
+        memset(loss, 0, sizeof(double) * (size_t)rows);
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        double x = loss[j] > 0.0 ? loss[j] * 1e6 : 0.0;
+        dst[j] = ok[j] ? round_half_even(x) : 0;
+    }
+    PyMem_Free(loss);
+    release(a, 9);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(loss);
+    release(a, 9);
+    return NULL;
+}
+
+/* ---- module --------------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"scarcity_loss", (PyCFunction)(void (*)(void))scarcity_loss, METH_FASTCALL, scarcity_loss_doc},
+    {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
+    {"at_least", (PyCFunction)(void (*)(void))at_least, METH_FASTCALL, at_least_doc},
+    {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rowloops",
+    "Compiled row loops of the scheduler's plugins (see toposched.scheduler.rowloops).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rowloops(void)
+{
+    return PyModule_Create(&module);
+}

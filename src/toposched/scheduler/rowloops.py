@@ -1,0 +1,64 @@
+"""The compiled row loops, when this install has them, and the loops plugins share.
+
+``compiled`` is the ``_rowloops`` extension module (built from ``_rowloops.c`` by ``pip install``
+where a C compiler is found) or None. A plugin with a compiled loop calls it when ``compiled`` is
+set and runs the loop's NumPy form otherwise: both decide the same, bit for bit (each pair is
+tested against each other), so the extension changes speed only. Tests and benchmarks set
+``compiled`` to None to run the NumPy forms. The loops several plugins use are here, each with
+its NumPy form; a loop one plugin uses lives with the plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+import numpy as np
+
+from toposched.scheduler.table import first_true
+
+__all__ = ["any_zone_holding", "at_least", "compiled", "first_zone_holding"]
+
+compiled: ModuleType | None
+try:
+    from toposched.scheduler import _rowloops as compiled
+except ImportError:  # built without a C compiler: the NumPy forms run
+    compiled = None
+
+
+def first_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
+    """Per row (the last axis): the first zone slot (the first axis) that is ``valid`` and where every
+    ``frees[r]`` (zones x rows) is at least ``needs[r]`` (a number, or one per row); the number of
+    zone slots where none is. int64."""
+    if compiled is not None:
+        out = np.empty(valid.shape[1], dtype=np.int64)
+        compiled.first_zone_holding(valid, frees, needs, out)
+        return out
+    return first_true(_holding(valid, frees, needs)).astype(np.int64)
+
+
+def any_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
+    """Per row: some zone slot is ``valid`` and holds every need (:func:`first_zone_holding`). bool."""
+    if compiled is not None:
+        return first_zone_holding(valid, frees, needs) < len(valid)
+    return _holding(valid, frees, needs).any(axis=0)
+
+
+def _holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
+    holds = valid
+    for free, need in zip(frees, needs):
+        fits = free >= need
+        holds = fits & valid if holds is valid else np.logical_and(holds, fits, out=holds)
+    return holds
+
+
+def at_least(arrays: Sequence[np.ndarray], least: Sequence[int]) -> np.ndarray:
+    """Per row: every ``arrays[r]`` (one value per row) is at least the number ``least[r]``. bool."""
+    if compiled is not None and arrays:
+        out = np.empty(len(arrays[0]), dtype=bool)
+        compiled.at_least(arrays, least, out)
+        return out
+    ok = arrays[0] >= least[0]
+    for array, floor in zip(arrays[1:], least[1:]):
+        ok &= array >= floor
+    return ok

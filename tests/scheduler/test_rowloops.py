@@ -1,0 +1,221 @@
+"""The compiled row loops give what their NumPy forms give, bit for bit, and refuse arrays they cannot read.
+
+Each loop of ``_rowloops.c`` is run on random arrays (row counts from 0 to a few hundred, values
+across the whole int64 range where the loop allows it, arrays strided as the node table's views
+and gathers are) against its NumPy form, which runs with ``rowloops.compiled`` set to None. The
+NodeResourcesFit score is also checked against upstream's formula in Python integers, over
+amounts beyond 2**52 where the float division would no longer be exact.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toposched.scheduler import rowloops
+from toposched.scheduler.plugins.scarcity import row_losses
+
+compiled = rowloops.compiled
+needs_compiled = pytest.mark.skipif(compiled is None, reason="the _rowloops extension was not built (no C compiler)")
+SETTINGS = {"deadline": None, "derandomize": True, "max_examples": 150,
+            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+
+
+def test_the_extension_is_built_where_a_compiler_is() -> None:
+    """The extension is optional, so a failed build is silent: where the compiler Python was built with
+    is present, a missing extension means the build broke (and every run is slower), which must fail here."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}): the NumPy forms run")
+    assert compiled is not None, "the C compiler is here but toposched.scheduler._rowloops was not built"
+
+
+@contextmanager
+def numpy_forms() -> Iterator[None]:
+    """The plugins' loops run their NumPy forms inside (``rowloops.compiled`` None)."""
+    saved = rowloops.compiled
+    rowloops.compiled = None
+    try:
+        yield
+    finally:
+        rowloops.compiled = saved
+
+
+def _strided(array: np.ndarray, spare: int) -> np.ndarray:
+    """``array`` as a view of a larger array along its last axis (the table's views end at the row count)."""
+    big = np.zeros((*array.shape[:-1], array.shape[-1] + spare), dtype=array.dtype)
+    big[..., :array.shape[-1]] = array
+    return big[..., :array.shape[-1]]
+
+
+def _gathered(array: np.ndarray) -> np.ndarray:
+    """``array`` laid out as fancy indexing of a strided view lays it out: the rows axis not contiguous."""
+    return np.asfortranarray(array)
+
+
+# ---- ScarcityScore ------------------------------------------------------------------------------
+
+@st.composite
+def scarcity_inputs(draw: st.DrawFn) -> tuple:
+    shapes = draw(st.integers(1, 5))
+    rows = draw(st.integers(0, 300))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rnd = np.random.default_rng(seed)
+    need = rnd.integers(1, 5000, size=(2, shapes))
+    free = rnd.integers(0, 60_000, size=(2, rows))
+    quot, rem = np.divmod(free[:, None, :], need[:, :, None])
+    totals = rnd.integers(0, 40, size=(shapes, rows))
+    before = np.minimum(totals, np.minimum(quot[0], quot[1]))
+    after_totals = np.maximum(totals - rnd.integers(0, 3, size=(shapes, rows)), 0)
+    take = rnd.integers(0, 20_000, size=2)
+    take_q, take_r = np.divmod(take[:, None], need)
+    value = rnd.random(shapes) * draw(st.sampled_from([1e-6, 1.0, 1e3, 1e9]))
+    able = rnd.random(rows) < 0.7
+    return before, quot, rem, after_totals, take_q, take_r, value, able, draw(st.integers(0, 3))
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(scarcity_inputs())
+def test_scarcity_losses_are_the_numpy_ones(inputs: tuple) -> None:
+    *arrays, spare = inputs
+    fast = row_losses(*(_strided(a, spare) if a.ndim >= 2 and a.shape[-1] == len(arrays[-1]) else a for a in arrays))
+    with numpy_forms():
+        slow = row_losses(*arrays)
+    assert fast.dtype == slow.dtype == np.int64
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_scarcity_losses_round_half_to_even_as_numpy() -> None:
+    """A loss of exactly k + 0.5 millionths rounds to the even neighbour, as ``np.round`` does."""
+    before = np.array([[1, 1, 1, 1]])
+    quot = np.zeros((2, 1, 4), dtype=np.int64)
+    rem = np.zeros((2, 1, 4), dtype=np.int64)
+    zeros = np.zeros((2, 1), dtype=np.int64)
+    value = np.array([2.5e-6])  # one pod lost: 2.5 in fixed point
+    out = row_losses(before, quot, rem, np.zeros((1, 4), dtype=np.int64), zeros, zeros, value, np.ones(4, dtype=bool))
+    assert out.tolist() == [round(2.5e-6 * 1e6)] * 4 == [2] * 4
+
+
+# ---- zones holding a request ----------------------------------------------------------------------
+
+@st.composite
+def zone_inputs(draw: st.DrawFn) -> tuple:
+    zones = draw(st.integers(1, 16))
+    rows = draw(st.integers(0, 200))
+    resources = draw(st.integers(0, 4))
+    rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    valid = rnd.random((zones, rows)) < 0.8
+    frees = [rnd.integers(-5, 100, size=(zones, rows)) for _ in range(resources)]
+    needs: list = []
+    for _ in range(resources):
+        kind = draw(st.sampled_from(["number", "rows", "any"]))
+        if kind == "number":
+            needs.append(draw(st.integers(-10, 120)))
+        else:
+            per_row = rnd.integers(0, 120, size=rows)
+            if kind == "any":  # rows a resource is not aligned on need the least integer
+                per_row[rnd.random(rows) < 0.5] = np.iinfo(np.int64).min
+            needs.append(per_row)
+    layout = draw(st.sampled_from(["contiguous", "strided", "gathered"]))
+    return valid, frees, needs, layout
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(zone_inputs())
+def test_zones_holding_are_the_numpy_ones(inputs: tuple) -> None:
+    valid, frees, needs, layout = inputs
+    laid = {"contiguous": lambda a: a, "strided": lambda a: _strided(a, 3), "gathered": _gathered}[layout]
+    fast_first = rowloops.first_zone_holding(laid(valid), [laid(f) for f in frees], needs)
+    fast_any = rowloops.any_zone_holding(laid(valid), [laid(f) for f in frees], needs)
+    with numpy_forms():
+        slow_first = rowloops.first_zone_holding(valid, frees, needs)
+        slow_any = rowloops.any_zone_holding(valid, frees, needs)
+    expected = [next((z for z in range(len(valid)) if valid[z, j] and all(
+        f[z, j] >= (n if isinstance(n, int) else n[j]) for f, n in zip(frees, needs))), len(valid))
+        for j in range(valid.shape[1])]
+    assert fast_first.tolist() == slow_first.tolist() == expected
+    assert fast_any.tolist() == slow_any.tolist() == [z < len(valid) for z in expected]
+
+
+# ---- NodeResourcesFit -----------------------------------------------------------------------------
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(st.integers(0, 300), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_at_least_is_the_numpy_one(rows: int, count: int, seed: int) -> None:
+    rnd = np.random.default_rng(seed)
+    arrays = [rnd.integers(-50, 50, size=rows) for _ in range(count)]
+    least = [int(v) for v in rnd.integers(-60, 60, size=count)]
+    fast = rowloops.at_least(arrays, least)
+    with numpy_forms():
+        slow = rowloops.at_least(arrays, least)
+    assert fast.dtype == slow.dtype == np.bool_
+    np.testing.assert_array_equal(fast, slow)
+
+
+def _upstream_fit_score(most: bool, values: list[int], allocs: list[int], wants: list[int], weights: list[int]) -> int:
+    total = 0
+    for value, alloc, want, weight in zip(values, allocs, wants, weights):
+        if alloc <= 0:
+            continue  # nothing allocatable scores 0 (max(alloc, 1) divides a numerator of 0)
+        if most:
+            total += max(min(value + want, alloc), 0) * 100 // alloc * weight
+        elif value - want >= 0:
+            total += (value - want) * 100 // alloc * weight
+    return total // sum(weights)
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(st.booleans(), st.integers(0, 100), st.lists(st.integers(1, 7), min_size=1, max_size=4),
+       st.sampled_from([10**4, 2**40, 2**55]), st.integers(0, 2**32 - 1))
+def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int], scale: int, seed: int) -> None:
+    """Exact also where amounts pass 2**52 and the float division would not be (the loop then divides integers)."""
+    rnd = np.random.default_rng(seed)
+    allocs = [rnd.integers(-2, scale, size=rows, dtype=np.int64) for _ in weights]
+    values = [a - rnd.integers(0, scale, size=rows, dtype=np.int64) if not most  # free = alloc - used
+              else rnd.integers(0, scale, size=rows, dtype=np.int64) for a in allocs]
+    wants = [int(rnd.integers(0, scale // 4 + 1)) for _ in weights]
+    out = np.empty(rows, dtype=np.int64)
+    compiled.fit_score(most, values, allocs, wants, weights, out)  # type: ignore[union-attr]
+    expected = [_upstream_fit_score(most, [int(v[j]) for v in values], [int(a[j]) for a in allocs], wants, weights)
+                for j in range(rows)]
+    assert out.tolist() == expected
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+
+@needs_compiled
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: compiled.at_least([np.zeros(3, dtype=np.int32)], [0], np.empty(3, dtype=bool)), "item type"),
+    (lambda: compiled.at_least([np.zeros(3, dtype=np.int64)], [0], np.empty(4, dtype=bool)), "shapes disagree"),
+    (lambda: compiled.at_least([np.zeros((2, 3), dtype=np.int64)], [0], np.empty(3, dtype=bool)), "dimensions"),
+    (lambda: compiled.at_least([np.zeros(6, dtype=np.int64)[::2]], [0], np.empty(3, dtype=bool)), "not contiguous"),
+    (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [np.zeros((2, 4), dtype=np.int64)], [1],
+                                         np.empty(3, dtype=np.int64)), "shapes disagree"),
+    (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [], [1], np.empty(3, dtype=np.int64)),
+     "as many needs"),
+    (lambda: compiled.fit_score(False, [np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)], [1], [0],
+                                np.empty(3, dtype=np.int64)), "weights positive"),
+    (lambda: compiled.scarcity_loss(*[np.zeros((1, 3), dtype=np.int64)] * 9), "dimensions"),
+])
+def test_arrays_the_loops_cannot_read_are_refused(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@needs_compiled
+def test_outputs_must_be_writable() -> None:
+    out = np.empty(3, dtype=bool)
+    out.flags.writeable = False
+    with pytest.raises(ValueError):
+        compiled.at_least([np.zeros(3, dtype=np.int64)], [0], out)  # type: ignore[union-attr]
