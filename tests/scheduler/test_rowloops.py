@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
-from toposched.scheduler.plugins.scarcity import row_losses
+from toposched.scheduler.plugins.scarcity import held_rows, row_losses
 
 compiled = rowloops.compiled
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the _rowloops extension was not built (no C compiler)")
@@ -104,6 +104,42 @@ def test_scarcity_losses_round_half_to_even_as_numpy() -> None:
     assert out.tolist() == [round(2.5e-6 * 1e6)] * 4 == [2] * 4
 
 
+@st.composite
+def kept_rows_inputs(draw: st.DrawFn) -> tuple:
+    rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    columns, zones, size, spare = draw(st.integers(2, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 120)), draw(st.integers(0, 4))
+    shapes = draw(st.integers(1, 4))
+    zfree = _strided(rnd.integers(-3000, 40_000, size=(columns, zones, size)), spare)  # negative: floored as NumPy does
+    zvalid = _strided(rnd.random((zones, size)) < 0.8, spare)
+    free = _strided(rnd.integers(-5000, 200_000, size=(3, size)), spare)
+    rows = np.flatnonzero(rnd.random(size) < draw(st.sampled_from([0.05, 0.5, 1.0])))
+    able = rnd.random(len(rows)) < 0.8
+    union = np.sort(rnd.choice(columns, size=draw(st.integers(1, columns)), replace=False)).astype(np.int64)
+    need = rnd.integers(1, 5000, size=(shapes, len(union)))
+    ignored = rnd.random((shapes, len(union))) < 0.4
+    ignored[:, 0] = False  # every shape needs some column (CPU and memory, in the plugin)
+    need_cm = rnd.integers(1, 9000, size=(2, shapes))
+    cm = rnd.choice(3, size=2, replace=False).astype(np.int64)
+    kept = (rnd.integers(0, 9, size=(shapes, size + spare)), rnd.integers(0, 9, size=(2, size + spare)),
+            rnd.integers(0, 9, size=(shapes, size + spare)), rnd.integers(0, 9, size=(2, shapes, size + spare)),
+            rnd.integers(0, 9, size=(2, shapes, size + spare)))
+    return rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, kept
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(kept_rows_inputs())
+def test_kept_rows_are_the_numpy_ones(inputs: tuple) -> None:
+    *arrays, kept = inputs
+    fast = tuple(a.copy() for a in kept)
+    held_rows(*arrays, fast)
+    slow = tuple(a.copy() for a in kept)
+    with numpy_forms():
+        held_rows(*arrays, slow)
+    for name, f, s in zip(("totals", "free", "holds", "quot", "rem"), fast, slow):
+        np.testing.assert_array_equal(f, s, err_msg=name)
+
+
 # ---- zones holding a request ----------------------------------------------------------------------
 
 @st.composite
@@ -150,16 +186,22 @@ def test_zones_holding_are_the_numpy_ones(inputs: tuple) -> None:
 
 @needs_compiled
 @settings(**SETTINGS)
-@given(st.integers(0, 300), st.integers(1, 5), st.integers(0, 2**32 - 1))
-def test_at_least_is_the_numpy_one(rows: int, count: int, seed: int) -> None:
+@given(st.integers(0, 300), st.integers(1, 63), st.integers(0, 2**32 - 1))
+def test_short_bits_are_the_numpy_ones(rows: int, count: int, seed: int) -> None:
     rnd = np.random.default_rng(seed)
     arrays = [rnd.integers(-50, 50, size=rows) for _ in range(count)]
     least = [int(v) for v in rnd.integers(-60, 60, size=count)]
-    fast = rowloops.at_least(arrays, least)
+    fast = rowloops.short_bits(arrays, least)
     with numpy_forms():
-        slow = rowloops.at_least(arrays, least)
-    assert fast.dtype == slow.dtype == np.bool_
-    np.testing.assert_array_equal(fast, slow)
+        slow = rowloops.short_bits(arrays, least)
+    expected = [sum(1 << r for r in range(count) if arrays[r][j] < least[r]) for j in range(rows)]
+    assert fast.dtype == slow.dtype == np.int64
+    assert fast.tolist() == slow.tolist() == expected
+
+
+def test_short_bits_refuse_more_amounts_than_bits() -> None:
+    with pytest.raises(ValueError, match="at most 63"):
+        rowloops.short_bits([np.zeros(2, dtype=np.int64)] * 64, [0] * 64)
 
 
 def _upstream_fit_score(most: bool, values: list[int], allocs: list[int], wants: list[int], weights: list[int]) -> int:
@@ -196,10 +238,12 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
 
 @needs_compiled
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: compiled.at_least([np.zeros(3, dtype=np.int32)], [0], np.empty(3, dtype=bool)), "item type"),
-    (lambda: compiled.at_least([np.zeros(3, dtype=np.int64)], [0], np.empty(4, dtype=bool)), "shapes disagree"),
-    (lambda: compiled.at_least([np.zeros((2, 3), dtype=np.int64)], [0], np.empty(3, dtype=bool)), "dimensions"),
-    (lambda: compiled.at_least([np.zeros(6, dtype=np.int64)[::2]], [0], np.empty(3, dtype=bool)), "not contiguous"),
+    (lambda: compiled.short_bits([np.zeros(3, dtype=np.int32)], [0], np.empty(3, dtype=np.int64)), "item type"),
+    (lambda: compiled.short_bits([np.zeros(3, dtype=np.int64)], [0], np.empty(4, dtype=np.int64)), "shapes disagree"),
+    (lambda: compiled.short_bits([np.zeros((2, 3), dtype=np.int64)], [0], np.empty(3, dtype=np.int64)), "dimensions"),
+    (lambda: compiled.short_bits([np.zeros(6, dtype=np.int64)[::2]], [0], np.empty(3, dtype=np.int64)), "not contiguous"),
+    (lambda: compiled.short_bits([np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)],
+                                 np.empty(3, dtype=np.int64)), "least: numbers"),
     (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [np.zeros((2, 4), dtype=np.int64)], [1],
                                          np.empty(3, dtype=np.int64)), "shapes disagree"),
     (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [], [1], np.empty(3, dtype=np.int64)),
@@ -207,6 +251,15 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
     (lambda: compiled.fit_score(False, [np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)], [1], [0],
                                 np.empty(3, dtype=np.int64)), "weights positive"),
     (lambda: compiled.scarcity_loss(*[np.zeros((1, 3), dtype=np.int64)] * 9), "dimensions"),
+    (lambda: compiled.scarcity_rows(np.array([5]), np.zeros((2, 1, 3), dtype=np.int64), np.ones((1, 3), dtype=bool),
+                                    np.ones(1, dtype=bool), np.zeros((2, 3), dtype=np.int64), np.array([0]),
+                                    np.array([0, 1]), np.ones((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=bool),
+                                    np.ones((2, 1), dtype=np.int64), *(np.zeros((1, 3), dtype=np.int64),
+                                                                       np.zeros((2, 3), dtype=np.int64),
+                                                                       np.zeros((1, 3), dtype=np.int64),
+                                                                       np.zeros((2, 1, 3), dtype=np.int64),
+                                                                       np.zeros((2, 1, 3), dtype=np.int64))),
+     "rows within"),
 ])
 def test_arrays_the_loops_cannot_read_are_refused(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -215,7 +268,7 @@ def test_arrays_the_loops_cannot_read_are_refused(call, message: str) -> None:
 
 @needs_compiled
 def test_outputs_must_be_writable() -> None:
-    out = np.empty(3, dtype=bool)
+    out = np.empty(3, dtype=np.int64)
     out.flags.writeable = False
     with pytest.raises(ValueError):
-        compiled.at_least([np.zeros(3, dtype=np.int64)], [0], out)  # type: ignore[union-attr]
+        compiled.short_bits([np.zeros(3, dtype=np.int64)], [0], out)  # type: ignore[union-attr]

@@ -511,3 +511,24 @@ def test_nodes_resources_fits_division_through_floats_is_the_integer_division(pa
     small = np.array([d for _, d in pairs], dtype=np.int64)
     largest = max(int(big.max()), int(small.max()))
     assert _floor_divide(big, small, largest).tolist() == [n // d for n, d in pairs]
+
+
+def test_a_pod_asking_for_more_resources_than_bits_gets_each_rows_reason() -> None:
+    """The batch filter codes a row's shortfalls as bits of an int64; a pod naming 63 resources or more
+    is judged row by row instead, with the per-node filter's words."""
+    cluster = Cluster()
+    names = [f"example.com/r{i:02d}" for i in range(70)]
+    cluster.set_node(NodeSpec("rich", allocatable={"cpu": 2000, "memory": 4 * GI, "pods": 10, **dict.fromkeys(names, 5)}))
+    cluster.set_node(NodeSpec("poor", allocatable={"cpu": 2000, "memory": 4 * GI, "pods": 10, **dict.fromkeys(names[:-1], 5)}))
+    scheduler = Scheduler(cluster, profile())
+    pod = Pod.from_dict({"metadata": {"name": "many", "uid": "many"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": dict.fromkeys(names, "1"), "limits": dict.fromkeys(names, "1")}}]}})
+    plugin = registry.create("NodeResourcesFit")
+    state = cycle_state(cluster, scheduler, pod)
+    scheduler.table.refresh()
+    rows = np.arange(2)
+    mask, reasons = plugin.filter_all(state, pod, scheduler.table, rows)
+    by_name = dict(zip(scheduler.table.names, zip(mask.tolist(), [reasons[i] for i in range(2)])))
+    assert by_name["rich"] == (True, "")
+    assert by_name["poor"] == (False, plugin.filter(state, pod, cluster.nodes["poor"]).message)
+    assert by_name["poor"][1] == f"Insufficient {names[-1]}"

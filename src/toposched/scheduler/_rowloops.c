@@ -17,6 +17,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The loops below are written to vectorise. Baseline x86-64 (SSE2) has no 64-bit integer compare,
+ * so each is also compiled for AVX2 and AVX-512, and the loader picks the widest the CPU has
+ * (GNU ifunc; NumPy's own loops dispatch the same way). Elsewhere, one build for the target. */
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#define ROW_LOOP __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static
+#else
+#define ROW_LOOP static
+#endif
+
 /* ---- arrays through the buffer protocol -------------------------------------------------- */
 
 typedef struct {
@@ -172,6 +181,60 @@ static inline int64_t amount(const Amount *a, Py_ssize_t row)
     return a->per_row ? a->per_row[row] : a->scalar;
 }
 
+/* ---- the vectorised loops ----------------------------------------------------------------------- */
+
+ROW_LOOP void fill_int64(int64_t *out, int64_t value, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        out[j] = value;
+}
+
+/* fits[j] &= free[j] >= need (need_rows[j] where given). */
+ROW_LOOP void mask_at_least(unsigned char *fits, const int64_t *free, const int64_t *need_rows, int64_t need, Py_ssize_t rows)
+{
+    if (need_rows) {
+        for (Py_ssize_t j = 0; j < rows; j++)
+            fits[j] &= free[j] >= need_rows[j];
+    } else {
+        for (Py_ssize_t j = 0; j < rows; j++)
+            fits[j] &= free[j] >= need;
+    }
+}
+
+ROW_LOOP void mark_first(int64_t *first, const unsigned char *fits, int64_t zone, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        first[j] = fits[j] ? zone : first[j];
+}
+
+/* One shape's term of ScarcityScore's loss: loss[j] (+)= (before - held after the pod) * value. */
+ROW_LOOP void scarcity_term(double *loss, int first_term, const int64_t *q0, const int64_t *q1, const int64_t *r0,
+                            const int64_t *r1, const int64_t *tot, const int64_t *bef, int64_t tq0, int64_t tq1,
+                            int64_t tr0, int64_t tr1, double value, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        int64_t h0 = q0[j] - tq0 + ((r0[j] - tr0) >> 63);
+        int64_t h1 = q1[j] - tq1 + ((r1[j] - tr1) >> 63);
+        int64_t held = h0 < h1 ? h0 : h1;
+        held = held < tot[j] ? held : tot[j];
+        held = held > 0 ? held : 0;
+        double lost = (double)(bef[j] - held) * value;
+        loss[j] = first_term ? lost : loss[j] + lost;
+    }
+}
+
+/* The fit score's term of one resource, by float division: every numerator and divisor below 2**52. */
+ROW_LOOP void fit_term_float(int64_t *total, int most, const int64_t *v, const int64_t *alloc, int64_t want,
+                             int64_t weight, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        int64_t per = most ? (v[j] + want < alloc[j] ? v[j] + want : alloc[j]) : v[j] - want;
+        per = per > 0 ? per * 100 : 0;
+        double d = (double)(alloc[j] > 1 ? alloc[j] : 1);
+        total[j] += (int64_t)floor((double)per / d) * weight;
+    }
+}
+
 /* ---- zones holding a request ------------------------------------------------------------------ */
 
 PyDoc_STRVAR(first_zone_holding_doc,
@@ -203,28 +266,42 @@ static PyObject *first_zone_holding(PyObject *self, PyObject *const *args, Py_ss
             || !expect(!needs[r].per_row || need_arrays[r].view.shape[0] == rows, "needs and valid"))
             goto done;
     }
-    /* Zone-major arrays or gathered ones (any strides): every element is read through both strides. */
     int64_t *first = (int64_t *)out.view.buf;
-    const Py_ssize_t valid_zone = valid.view.strides[0], valid_row = valid.view.strides[1];
-    Py_ssize_t zone_step[MAX_ARRAYS], row_step[MAX_ARRAYS];
-    for (Py_ssize_t r = 0; r < n_frees; r++) {
-        zone_step[r] = frees[r].view.strides[0];
-        row_step[r] = frees[r].view.strides[1];
-    }
-    for (Py_ssize_t j = 0; j < rows; j++) {
-        Py_ssize_t z = 0;
-        for (; z < zones; z++) {
-            if (!*((const unsigned char *)valid.view.buf + z * valid_zone + j * valid_row))
-                continue;
-            Py_ssize_t r = 0;
-            for (; r < n_frees; r++)
-                if (*(const int64_t *)((const char *)frees[r].view.buf + z * zone_step[r] + j * row_step[r])
-                    < amount(&needs[r], j))
+    int contiguous = valid.view.strides[1] == 1 || rows < 2;
+    for (Py_ssize_t r = 0; r < n_frees; r++)
+        contiguous &= frees[r].view.strides[1] == 8 || rows < 2;
+    if (!contiguous) {
+        /* Gathered zones x rows blocks (fancy indexing lays them out rows-major): read through both strides. */
+        for (Py_ssize_t j = 0; j < rows; j++) {
+            Py_ssize_t z = 0;
+            for (; z < zones; z++) {
+                if (!*((const unsigned char *)valid.view.buf + z * valid.view.strides[0] + j * valid.view.strides[1]))
+                    continue;
+                Py_ssize_t r = 0;
+                for (; r < n_frees; r++)
+                    if (*(const int64_t *)((const char *)frees[r].view.buf + z * frees[r].view.strides[0]
+                                           + j * frees[r].view.strides[1]) < amount(&needs[r], j))
+                        break;
+                if (r == n_frees)
                     break;
-            if (r == n_frees)
-                break;
+            }
+            first[j] = z;
         }
-        first[j] = z;
+    } else {
+        /* Zone by zone, from the last: a row's first holding zone is the last one written. */
+        unsigned char *fits = PyMem_Malloc((size_t)(rows > 0 ? rows : 1));
+        if (fits == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        fill_int64(first, zones, rows);
+        for (Py_ssize_t z = zones - 1; z >= 0; z--) {
+            memcpy(fits, at2(&valid.view, z), (size_t)rows);
+            for (Py_ssize_t r = 0; r < n_frees; r++)
+                mask_at_least(fits, (const int64_t *)at2(&frees[r].view, z), needs[r].per_row, needs[r].scalar, rows);
+            mark_first(first, fits, z, rows);
+        }
+        PyMem_Free(fits);
     }
     result = Py_None;
     Py_INCREF(result);
@@ -238,37 +315,41 @@ done:
 
 /* ---- NodeResourcesFit --------------------------------------------------------------------------- */
 
-PyDoc_STRVAR(at_least_doc,
-"at_least(arrays, least, out)\n\n"
-"Per row: every arrays[r][row] >= least[r] (arrays int64 over the rows, least numbers); out bool.");
+ROW_LOOP void mark_short(int64_t *pattern, const int64_t *a, int64_t least, int bit, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        pattern[j] |= (int64_t)(a[j] < least) << bit;
+}
 
-static PyObject *at_least(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+PyDoc_STRVAR(short_bits_doc,
+"short_bits(arrays, least, out)\n\n"
+"Per row, one bit per array, set where arrays[r][row] < least[r] (bit r; arrays int64 over the rows,\n"
+"least numbers, at most 63 arrays); out int64, 0 where the row has every least amount.");
+
+static PyObject *short_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "at_least takes arrays, least and out");
+        PyErr_SetString(PyExc_TypeError, "short_bits takes arrays, least and out");
         return NULL;
     }
     Array out = {{0}}, arrays[MAX_ARRAYS] = {{{0}}}, unused[MAX_ARRAYS] = {{{0}}};
     Amount least[MAX_ARRAYS];
     Py_ssize_t n_arrays = 0, n_least = 0;
     PyObject *result = NULL;
-    if (take_array(args[2], &out, 1, 'b', 1, "out") < 0 || take_arrays(args[0], arrays, &n_arrays, 1, 'i', 0, "arrays") < 0
+    if (take_array(args[2], &out, 1, 'i', 1, "out") < 0 || take_arrays(args[0], arrays, &n_arrays, 1, 'i', 0, "arrays") < 0
         || take_amounts(args[1], least, unused, &n_least, "least") < 0)
         goto done;
     const Py_ssize_t rows = out.view.shape[0];
-    if (!expect(n_arrays == n_least, "as many least amounts as arrays"))
+    if (!expect(n_arrays == n_least && n_arrays <= 63, "as many least amounts as arrays, at most 63"))
         goto done;
     for (Py_ssize_t r = 0; r < n_arrays; r++)
         if (!expect(arrays[r].view.shape[0] == rows && !least[r].per_row, "arrays and out (least: numbers)"))
             goto done;
-    unsigned char *ok = (unsigned char *)out.view.buf;
-    memset(ok, 1, (size_t)rows);
-    for (Py_ssize_t r = 0; r < n_arrays; r++) {
-        const int64_t *a = (const int64_t *)arrays[r].view.buf, m = least[r].scalar;
-        for (Py_ssize_t j = 0; j < rows; j++)
-            ok[j] &= a[j] >= m;
-    }
+    int64_t *pattern = (int64_t *)out.view.buf;
+    fill_int64(pattern, 0, rows);
+    for (Py_ssize_t r = 0; r < n_arrays; r++)
+        mark_short(pattern, (const int64_t *)arrays[r].view.buf, least[r].scalar, (int)r, rows);
     result = Py_None;
     Py_INCREF(result);
 done:
@@ -285,6 +366,26 @@ static inline int64_t floor_quotient(int64_t n, int64_t d)
     if (n < 4503599627370496LL && d < 4503599627370496LL)
         return (int64_t)floor((double)n / (double)d);
     return n / d;
+}
+
+ROW_LOOP int64_t largest(const int64_t *v, Py_ssize_t rows)
+{
+    int64_t most = 1;
+    for (Py_ssize_t j = 0; j < rows; j++)
+        most = v[j] > most ? v[j] : most;
+    return most;
+}
+
+/* Whether every numerator (at most 100 times the larger of the allocatable and, for LeastAllocated, the
+ * free amount) and divisor is below 2**52, so that fit_term_float's division is exact. */
+static int float_exact(const int64_t *v, const int64_t *alloc, int most, Py_ssize_t rows)
+{
+    int64_t bound = largest(alloc, rows);
+    if (!most) {
+        int64_t free_most = largest(v, rows);
+        bound = free_most > bound ? free_most : bound;
+    }
+    return bound < 4503599627370496LL / 100;
 }
 
 PyDoc_STRVAR(fit_score_doc,
@@ -329,14 +430,12 @@ static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nar
     for (Py_ssize_t r = 0; r < n_values; r++) {
         const int64_t *v = (const int64_t *)values[r].view.buf, *alloc = (const int64_t *)allocs[r].view.buf;
         const int64_t want = wants[r].scalar, weight = weights[r].scalar;
+        if (float_exact(v, alloc, most, rows)) {
+            fit_term_float(total, most, v, alloc, want, weight, rows);
+            continue;
+        }
         for (Py_ssize_t j = 0; j < rows; j++) {
-            int64_t per;
-            if (most) {
-                per = v[j] + want;
-                per = per < alloc[j] ? per : alloc[j];
-            } else {
-                per = v[j] - want;
-            }
+            int64_t per = most ? (v[j] + want < alloc[j] ? v[j] + want : alloc[j]) : v[j] - want;
             per = per > 0 ? per * 100 : 0;
             total[j] += floor_quotient(per, alloc[j] > 1 ? alloc[j] : 1) * weight;
         }
@@ -420,15 +519,7 @@ static PyObject *scarcity_loss(PyObject *self, PyObject *const *args, Py_ssize_t
         const int64_t tq0 = *(const int64_t *)at3(take_q, 0, k), tq1 = *(const int64_t *)at3(take_q, 1, k);
         const int64_t tr0 = *(const int64_t *)at3(take_r, 0, k), tr1 = *(const int64_t *)at3(take_r, 1, k);
         const double v = *(const double *)((const char *)value->buf + k * value->strides[0]);
-        for (Py_ssize_t j = 0; j < rows; j++) {
-            int64_t h0 = q0[j] - tq0 + ((r0[j] - tr0) >> 63);
-            int64_t h1 = q1[j] - tq1 + ((r1[j] - tr1) >> 63);
-            int64_t held = h0 < h1 ? h0 : h1;
-            held = held < tot[j] ? held : tot[j];
-            held = held > 0 ? held : 0;
-            double lost = (double)(bef[j] - held) * v;
-            loss[j] = k == 0 ? lost : loss[j] + lost;
-        }
+        scarcity_term(loss, k == 0, q0, q1, r0, r1, tot, bef, tq0, tq1, tr0, tr1, v, rows);
     }
     const unsigned char *ok = (const unsigned char *)able->buf;
     int64_t *dst = (int64_t *)out->buf;
@@ -447,12 +538,131 @@ fail:
     return NULL;
 }
 
+/* a // b as Python and NumPy floor it (0 for b == 0, as NumPy's integer division gives). */
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    if (b == 0)
+        return 0;
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+#define NO_LIMIT INT64_MAX
+
+PyDoc_STRVAR(scarcity_rows_doc,
+"scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, totals, free_cm, holds, quot, rem)\n\n"
+"ScarcityScore's kept arrays brought up to date at the given rows. Per row r (able[i] for rows[i]):\n"
+"totals[k, r] = sum over valid zones z of min over columns u not ignored[k, u] of zfree[union[u], z, r] // need[k, u]\n"
+"(a zone counts where zvalid[z, r] and able); free_cm[c, r] = max(free[cm[c], r], 0); quot[c, k, r], rem[c, k, r] =\n"
+"divmod(free_cm[c, r], need_cm[c, k]); holds[k, r] = min(totals[k, r], quot[0, k, r], quot[1, k, r]).\n"
+"zfree: columns x zones x rows; zvalid: zones x rows (bool); free: resources x rows; union, cm: int64 indexes.");
+
+static PyObject *scarcity_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "scarcity_rows takes 15 arrays");
+        return NULL;
+    }
+    Array a[15] = {{{0}}};
+    static const char *names[15] = {"rows", "zfree", "zvalid", "able", "free", "union", "cm", "need", "ignored",
+                                    "need_cm", "totals", "free_cm", "holds", "quot", "rem"};
+    static const int dims[15] = {1, 3, 2, 1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3};
+    static const char kinds[15] = {'i', 'i', 'b', 'b', 'i', 'i', 'i', 'i', 'b', 'i', 'i', 'i', 'i', 'i', 'i'};
+    for (int i = 0; i < 15; i++)
+        if (take_strided(args[i], &a[i], dims[i], kinds[i], i >= 10, 1, names[i]) < 0)
+            goto fail;
+    const Py_buffer *rows = &a[0].view, *zfree = &a[1].view, *zvalid = &a[2].view, *able = &a[3].view;
+    const Py_buffer *free = &a[4].view, *uni = &a[5].view, *cm = &a[6].view, *need = &a[7].view;
+    const Py_buffer *ignored = &a[8].view, *need_cm = &a[9].view;
+    const Py_buffer *totals = &a[10].view, *free_cm = &a[11].view, *holds = &a[12].view, *quot = &a[13].view,
+                    *rem = &a[14].view;
+    const Py_ssize_t n = rows->shape[0], zones = zvalid->shape[0], size = zvalid->shape[1];
+    const Py_ssize_t shapes = need->shape[0], columns = need->shape[1], kept = totals->shape[1];
+    if (!expect(zfree->shape[1] == zones && zfree->shape[2] == size, "zfree and zvalid")
+        || !expect(able->shape[0] == n, "able and rows") || !expect(free->shape[1] == size, "free and zvalid")
+        || !expect(uni->shape[0] == columns && ignored->shape[0] == shapes && ignored->shape[1] == columns,
+                   "union, need and ignored")
+        || !expect(cm->shape[0] == 2 && need_cm->shape[0] == 2 && need_cm->shape[1] == shapes, "cm and need_cm")
+        || !expect(totals->shape[0] == shapes && holds->shape[0] == shapes && holds->shape[1] == kept
+                   && free_cm->shape[0] == 2 && free_cm->shape[1] == kept, "the kept arrays")
+        || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == kept && rem->shape[0] == 2
+                   && rem->shape[1] == shapes && rem->shape[2] == kept, "the kept quotients"))
+        goto fail;
+    for (Py_ssize_t u = 0; u < columns; u++) {
+        int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
+        if (!expect(c >= 0 && c < zfree->shape[0], "a union column within zfree"))
+            goto fail;
+    }
+    for (Py_ssize_t c = 0; c < 2; c++) {
+        int64_t col = *(const int64_t *)((const char *)cm->buf + c * cm->strides[0]);
+        if (!expect(col >= 0 && col < free->shape[0], "cm within free"))
+            goto fail;
+    }
+#define EL2(v, i, j) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+#define EL3(v, i, j, k) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1] + (k) * (v)->strides[2]))
+#define B2(v, i, j) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+    for (Py_ssize_t i = 0; i < n; i++) { /* all checked before any is written */
+        const int64_t r = *(const int64_t *)((const char *)rows->buf + i * rows->strides[0]);
+        if (!expect(r >= 0 && r < size && r < kept, "rows within the table and the kept arrays"))
+            goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t r = *(const int64_t *)((const char *)rows->buf + i * rows->strides[0]);
+        const int row_able = *((const unsigned char *)able->buf + i * able->strides[0]) != 0;
+        for (Py_ssize_t k = 0; k < shapes; k++) {
+            int64_t total = 0;
+            for (Py_ssize_t z = 0; z < zones && row_able; z++) {
+                if (!B2(zvalid, z, r))
+                    continue;
+                int64_t fewest = NO_LIMIT;
+                for (Py_ssize_t u = 0; u < columns; u++) {
+                    if (B2(ignored, k, u))
+                        continue;
+                    int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
+                    int64_t pods = floor_div(EL3(zfree, c, z, r), EL2(need, k, u));
+                    fewest = pods < fewest ? pods : fewest;
+                }
+                total += fewest;
+            }
+            EL2(totals, k, r) = total;
+        }
+        for (Py_ssize_t c = 0; c < 2; c++) {
+            int64_t col = *(const int64_t *)((const char *)cm->buf + c * cm->strides[0]);
+            int64_t f = EL2(free, col, r);
+            EL2(free_cm, c, r) = f > 0 ? f : 0;
+        }
+        for (Py_ssize_t k = 0; k < shapes; k++) {
+            int64_t held = EL2(totals, k, r);
+            for (Py_ssize_t c = 0; c < 2; c++) {
+                int64_t f = EL2(free_cm, c, r), d = EL2(need_cm, c, k);
+                int64_t q = floor_div(f, d);
+                EL3(quot, c, k, r) = q;
+                EL3(rem, c, k, r) = f - q * d;
+                held = q < held ? q : held;
+            }
+            EL2(holds, k, r) = held;
+        }
+    }
+#undef EL2
+#undef EL3
+#undef B2
+    release(a, 15);
+    Py_RETURN_NONE;
+fail:
+    release(a, 15);
+    return NULL;
+}
+
 /* ---- module --------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"scarcity_loss", (PyCFunction)(void (*)(void))scarcity_loss, METH_FASTCALL, scarcity_loss_doc},
+    {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
-    {"at_least", (PyCFunction)(void (*)(void))at_least, METH_FASTCALL, at_least_doc},
+    {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},
     {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -17,7 +17,7 @@ import numpy as np
 
 from toposched.scheduler.table import first_true
 
-__all__ = ["any_zone_holding", "at_least", "compiled", "first_zone_holding"]
+__all__ = ["any_zone_holding", "compiled", "first_zone_holding", "short_bits"]
 
 compiled: ModuleType | None
 try:
@@ -52,13 +52,16 @@ def _holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int
     return holds
 
 
-def at_least(arrays: Sequence[np.ndarray], least: Sequence[int]) -> np.ndarray:
-    """Per row: every ``arrays[r]`` (one value per row) is at least the number ``least[r]``. bool."""
+def short_bits(arrays: Sequence[np.ndarray], least: Sequence[int]) -> np.ndarray:
+    """Per row, bit ``r`` set where ``arrays[r]`` (one value per row) is below the number ``least[r]``;
+    0 where the row has every amount. At most 63 arrays. int64."""
+    if len(arrays) > 63:
+        raise ValueError(f"{len(arrays)} amounts to compare: at most 63 fit the bits of an int64")
     if compiled is not None and arrays:
-        out = np.empty(len(arrays[0]), dtype=bool)
-        compiled.at_least(arrays, least, out)
+        out = np.empty(len(arrays[0]), dtype=np.int64)
+        compiled.short_bits(arrays, least, out)
         return out
-    ok = arrays[0] >= least[0]
-    for array, floor in zip(arrays[1:], least[1:]):
-        ok &= array >= floor
-    return ok
+    pattern = np.zeros(len(arrays[0]) if arrays else 0, dtype=np.int64)
+    for bit, (array, floor) in enumerate(zip(arrays, least)):
+        pattern |= (array < floor).astype(np.int64) << bit
+    return pattern

@@ -19,6 +19,7 @@ from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import NodeRecord
 from toposched.scheduler.framework import MAX_NODE_SCORE, CycleState, RowReasons, StateKey, registry
 from toposched.scheduler.nodes import untolerated_among, untolerated_taint
+from toposched.scheduler.plugins.rows import filter_rows
 from toposched.scheduler.status import Refusal, Status
 from toposched.scheduler.table import DEFAULT_MAX_PODS, NodeTable
 from toposched.workload import Pod
@@ -190,28 +191,30 @@ class NodeResourcesFit:
         """The Filter for every row; the reason is per row ("Insufficient cpu, memory", "Too many pods")."""
         requests = self._requests(state, pod)
         names = list(requests)
-        free = [table.pick(table.free(name), rows) for name in ("pods", *names)]
-        ok = rowloops.at_least(free, [1, *requests.values()])  # the pod takes one slot
+        if len(names) >= 63:  # more than an int64 has bits for (no real pod): the per-node filter words each row
+            ok = np.ones(len(rows), dtype=bool)
+            return ok, filter_rows(self, state, pod, table, rows, np.arange(len(rows)), ok)
+        # Per row, the resources it is short of (as the per-node filter names them), one bit each, and
+        # a last bit for the pod slot; coded into a few texts over the refused rows only.
+        free = [table.pick(table.free(name), rows) for name in (*names, "pods")]
+        pattern = rowloops.short_bits(free, [*requests.values(), 1])
+        ok = pattern == 0
         if ok.all():
             return ok, ""
-        # Per refused row, the resources it is short of (as the per-node filter names them), one bit
-        # each, and a last bit for the pod slot. Coded over the refused rows only: usually a few.
         refused = np.flatnonzero(~ok)
-        slotless = free[0].take(refused) < 1
-        short = [free[j + 1].take(refused) < want for j, want in enumerate(requests.values())]
-        dtype = np.int8 if len(short) < 7 else np.int64
-        pattern = slotless.astype(dtype)
-        pattern <<= len(short)
-        for j, lacking in enumerate(short):
-            pattern |= lacking.astype(dtype) << j
-        present = np.flatnonzero(np.bincount(pattern.view(np.uint8) if dtype == np.int8 else pattern)[1:]) + 1
-        lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-        lut[present] = np.arange(1, len(present) + 1)
+        shorts = pattern.take(refused)
         codes = np.zeros(len(ok), dtype=np.int64)  # code 0: the row passes
-        codes[refused] = lut.take(pattern)
+        if len(names) < 15:  # few patterns possible: count them
+            present = np.flatnonzero(np.bincount(shorts)[1:]) + 1
+            lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+            lut[present] = np.arange(1, len(present) + 1)
+            codes[refused] = lut.take(shorts)
+        else:
+            present = np.unique(shorts)
+            codes[refused] = np.searchsorted(present, shorts) + 1
         texts = [""]
         for bits in present.tolist():
-            lacking_names = sorted(name for j, name in enumerate(names) if bits >> j & 1)
+            lacking_names = sorted(name for j, name in enumerate(names) if bits >> j & 1)  # the pod slot: bit len(names)
             texts.append("Insufficient " + ", ".join(lacking_names) if lacking_names else "Too many pods")
         return ok, RowReasons(codes, texts)
 

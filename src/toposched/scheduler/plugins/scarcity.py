@@ -289,15 +289,10 @@ class ScarcityScore:
             totals, free, holds, quot, rem = cached[2], cached[3], cached[4], cached[6], cached[7]  # type: ignore[index]
         if len(rows):
             union, need, ignored, need_cm = self._stacked_plan(cols, needs)
-            able = self._able(table, rows)
-            valid = take_rows(table.view("zvalid"), rows).T & able[:, None]
-            # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
-            allowed = take_rows(table.view("zfree"), rows)[union].transpose(2, 1, 0)[:, :, None, :] // need
-            per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
-            totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
-            cm = [table.resource_column(r) for r in _ZONE_RESOURCES]
-            free[:, rows] = changed_free = np.maximum(take_rows(table.view("free"), rows)[cm], 0)
-            holds[:, rows], quot[:, :, rows], rem[:, :, rows] = self._quotients(changed_totals, changed_free, need_cm)
+            held_rows(rows, table.view("zfree"), table.view("zvalid"), self._able(table, rows), table.view("free"),
+                      np.array(union, dtype=np.int64),
+                      np.array([table.resource_column(r) for r in _ZONE_RESOURCES], dtype=np.int64),
+                      need, ignored, need_cm, (totals, free, holds, quot, rem))
         if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             self._weights = demand / demand.sum() / np.maximum(holds.sum(axis=1).astype(np.float64), 1.0)
@@ -423,6 +418,31 @@ class ScarcityScore:
         if high == low:
             return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
         return (MAX_NODE_SCORE - (raw - low) * MAX_NODE_SCORE // (high - low)).astype(np.int64)
+
+
+def held_rows(rows: np.ndarray, zfree: np.ndarray, zvalid: np.ndarray, able: np.ndarray, free: np.ndarray,
+              union: np.ndarray, cm: np.ndarray, need: np.ndarray, ignored: np.ndarray, need_cm: np.ndarray,
+              kept: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """Write :meth:`ScarcityScore._held_all`'s kept arrays at ``rows`` (``able``: one flag per row given).
+
+    ``kept`` is (totals, free CPU and memory, holds, quot, rem); at each row: per target shape the pods
+    its zones hold (per valid zone, the fewest over the shape's columns ``union`` of the zone's free
+    amount ``zfree`` over the shape's ``need``, where ``ignored`` is False; summed over the zones; 0
+    where the row is not able), the row's free CPU and memory (``free`` at columns ``cm``, at least
+    0), their quotients and remainders by each shape's ``need_cm``, and what the row holds (the
+    totals capped by both quotients). The compiled loop when built, else NumPy: the same integers."""
+    totals, free_cm, holds, quot, rem = kept
+    if rowloops.compiled is not None:
+        rowloops.compiled.scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm,
+                                        totals, free_cm, holds, quot, rem)
+        return
+    valid = take_rows(zvalid, rows).T & able[:, None]
+    # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
+    allowed = take_rows(zfree, rows)[union].transpose(2, 1, 0)[:, :, None, :] // need
+    per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
+    totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
+    free_cm[:, rows] = changed_free = np.maximum(take_rows(free, rows)[cm], 0)
+    holds[:, rows], quot[:, :, rows], rem[:, :, rows] = ScarcityScore._quotients(changed_totals, changed_free, need_cm)
 
 
 def row_losses(before: np.ndarray, quot: np.ndarray, rem: np.ndarray, after_totals: np.ndarray, take_q: np.ndarray,
