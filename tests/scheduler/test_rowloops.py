@@ -161,23 +161,28 @@ def zone_inputs(draw: st.DrawFn) -> tuple:
                 per_row[rnd.random(rows) < 0.5] = np.iinfo(np.int64).min
             needs.append(per_row)
     layout = draw(st.sampled_from(["contiguous", "strided", "gathered"]))
-    return valid, frees, needs, layout
+    asked = None
+    if draw(st.booleans()):  # some rows asked, in order, the needs given per asked row
+        asked = np.flatnonzero(rnd.random(rows) < 0.4)
+        needs = [n if isinstance(n, int) else n[asked] for n in needs]
+    return valid, frees, needs, layout, asked
 
 
 @needs_compiled
 @settings(**SETTINGS)
 @given(zone_inputs())
 def test_zones_holding_are_the_numpy_ones(inputs: tuple) -> None:
-    valid, frees, needs, layout = inputs
+    valid, frees, needs, layout, asked = inputs
     laid = {"contiguous": lambda a: a, "strided": lambda a: _strided(a, 3), "gathered": _gathered}[layout]
-    fast_first = rowloops.first_zone_holding(laid(valid), [laid(f) for f in frees], needs)
-    fast_any = rowloops.any_zone_holding(laid(valid), [laid(f) for f in frees], needs)
+    fast_first = rowloops.first_zone_holding(laid(valid), [laid(f) for f in frees], needs, asked)
+    fast_any = rowloops.any_zone_holding(laid(valid), [laid(f) for f in frees], needs, asked)
     with numpy_forms():
-        slow_first = rowloops.first_zone_holding(valid, frees, needs)
-        slow_any = rowloops.any_zone_holding(valid, frees, needs)
-    expected = [next((z for z in range(len(valid)) if valid[z, j] and all(
-        f[z, j] >= (n if isinstance(n, int) else n[j]) for f, n in zip(frees, needs))), len(valid))
-        for j in range(valid.shape[1])]
+        slow_first = rowloops.first_zone_holding(valid, frees, needs, asked)
+        slow_any = rowloops.any_zone_holding(valid, frees, needs, asked)
+    positions = range(valid.shape[1]) if asked is None else asked.tolist()
+    expected = [next((z for z in range(len(valid)) if valid[z, row] and all(
+        f[z, row] >= (n if isinstance(n, int) else n[j]) for f, n in zip(frees, needs))), len(valid))
+        for j, row in enumerate(positions)]
     assert fast_first.tolist() == slow_first.tolist() == expected
     assert fast_any.tolist() == slow_any.tolist() == [z < len(valid) for z in expected]
 
@@ -191,16 +196,18 @@ def test_short_bits_are_the_numpy_ones(rows: int, count: int, seed: int) -> None
     rnd = np.random.default_rng(seed)
     arrays = [rnd.integers(-50, 50, size=rows) for _ in range(count)]
     least = [int(v) for v in rnd.integers(-60, 60, size=count)]
-    fast = rowloops.short_bits(arrays, least)
+    asked = np.flatnonzero(rnd.random(rows) < 0.5) if seed % 2 else None
+    fast = rowloops.short_bits(arrays, least, asked)
     with numpy_forms():
-        slow = rowloops.short_bits(arrays, least)
-    expected = [sum(1 << r for r in range(count) if arrays[r][j] < least[r]) for j in range(rows)]
+        slow = rowloops.short_bits(arrays, least, asked)
+    positions = range(rows) if asked is None else asked.tolist()
+    expected = [sum(1 << r for r in range(count) if arrays[r][j] < least[r]) for j in positions]
     assert fast.dtype == slow.dtype == np.int64
     assert fast.tolist() == slow.tolist() == expected
 
 
 def test_short_bits_refuse_more_amounts_than_bits() -> None:
-    with pytest.raises(ValueError, match="at most 63"):
+    with pytest.raises(ValueError, match="1 to 63"):
         rowloops.short_bits([np.zeros(2, dtype=np.int64)] * 64, [0] * 64)
 
 
@@ -227,10 +234,12 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
     values = [a - rnd.integers(0, scale, size=rows, dtype=np.int64) if not most  # free = alloc - used
               else rnd.integers(0, scale, size=rows, dtype=np.int64) for a in allocs]
     wants = [int(rnd.integers(0, scale // 4 + 1)) for _ in weights]
-    out = np.empty(rows, dtype=np.int64)
-    compiled.fit_score(most, values, allocs, wants, weights, out)  # type: ignore[union-attr]
+    asked = np.flatnonzero(rnd.random(rows) < 0.5) if seed % 2 else None
+    positions = range(rows) if asked is None else asked.tolist()
+    out = np.empty(len(positions), dtype=np.int64)
+    compiled.fit_score(most, values, allocs, wants, weights, out, asked)  # type: ignore[union-attr]
     expected = [_upstream_fit_score(most, [int(v[j]) for v in values], [int(a[j]) for a in allocs], wants, weights)
-                for j in range(rows)]
+                for j in positions]
     assert out.tolist() == expected
 
 
@@ -248,6 +257,10 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
                                          np.empty(3, dtype=np.int64)), "shapes disagree"),
     (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [], [1], np.empty(3, dtype=np.int64)),
      "as many needs"),
+    (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [], [], np.empty(1, dtype=np.int64),
+                                         np.array([3])), "not among the 3 rows"),
+    (lambda: compiled.short_bits([np.zeros(3, dtype=np.int64)], [0], np.empty(2, dtype=np.int64), np.array([0, 1, 2])),
+     "shapes disagree"),
     (lambda: compiled.fit_score(False, [np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)], [1], [0],
                                 np.empty(3, dtype=np.int64)), "weights positive"),
     (lambda: compiled.scarcity_loss(*[np.zeros((1, 3), dtype=np.int64)] * 9), "dimensions"),

@@ -237,50 +237,101 @@ ROW_LOOP void fit_term_float(int64_t *total, int most, const int64_t *v, const i
 
 /* ---- zones holding a request ------------------------------------------------------------------ */
 
+/* An optional index array (None: every row in order), checked against the rows it indexes. */
+static int take_index(PyObject *obj, Array *out, const int64_t **index, Py_ssize_t *count, Py_ssize_t size, const char *name)
+{
+    *index = NULL;
+    if (obj == Py_None)
+        return 0;
+    if (take_array(obj, out, 1, 'i', 0, name) < 0)
+        return -1;
+    *index = (const int64_t *)out->view.buf;
+    *count = out->view.shape[0];
+    for (Py_ssize_t j = 0; j < *count; j++) {
+        if ((*index)[j] < 0 || (*index)[j] >= size) {
+            PyErr_Format(PyExc_ValueError, "%s: row %lld is not among the %zd rows", name, (long long)(*index)[j], size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+ROW_LOOP void gather_flags(unsigned char *dst, const unsigned char *src, const int64_t *index, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++)
+        dst[j] = src[index[j]];
+}
+
+ROW_LOOP void gather_int64(int64_t *dst, const int64_t *src, const int64_t *index, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++)
+        dst[j] = src[index[j]];
+}
+
+/* fits[j] &= free[index[j]] >= need (need_rows[j] where given). */
+ROW_LOOP void mask_at_least_at(unsigned char *fits, const int64_t *free, const int64_t *index, const int64_t *need_rows,
+                               int64_t need, Py_ssize_t n)
+{
+    if (need_rows) {
+        for (Py_ssize_t j = 0; j < n; j++)
+            fits[j] &= free[index[j]] >= need_rows[j];
+    } else {
+        for (Py_ssize_t j = 0; j < n; j++)
+            fits[j] &= free[index[j]] >= need;
+    }
+}
+
 PyDoc_STRVAR(first_zone_holding_doc,
-"first_zone_holding(valid, frees, needs, out)\n\n"
-"Per row, the first zone slot that is valid and holds every need: frees[r][zone, row] >= needs[r]\n"
-"(a need is a number, or an int64 array over the rows); the zone count where none does. valid is\n"
-"zones x rows (bool), each of frees zones x rows (int64), out rows (int64).");
+"first_zone_holding(valid, frees, needs, out, rows=None)\n\n"
+"Per asked row, the first zone slot that is valid and holds every need: frees[r][zone, row] >= needs[r]\n"
+"(a need is a number, or an int64 array with one value per asked row); the zone count where none does.\n"
+"valid is zones x rows (bool), each of frees zones x rows (int64); rows the asked rows (int64), None for\n"
+"every row in order; out one int64 per asked row.");
 
 static PyObject *first_zone_holding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "first_zone_holding takes valid, frees, needs and out");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "first_zone_holding takes valid, frees, needs, out and rows");
         return NULL;
     }
-    Array valid = {{0}}, out = {{0}}, frees[MAX_ARRAYS] = {{{0}}}, need_arrays[MAX_ARRAYS] = {{{0}}};
+    Array valid = {{0}}, out = {{0}}, index_array = {{0}}, frees[MAX_ARRAYS] = {{{0}}}, need_arrays[MAX_ARRAYS] = {{{0}}};
     Amount needs[MAX_ARRAYS];
     Py_ssize_t n_frees = 0, n_needs = 0;
+    const int64_t *index = NULL;
+    unsigned char *fits = NULL;
     PyObject *result = NULL;
     if (take_strided(args[0], &valid, 2, 'b', 0, 1, "valid") < 0 || take_array(args[3], &out, 1, 'i', 1, "out") < 0
         || take_arrays(args[1], frees, &n_frees, 2, 'i', 1, "frees") < 0
         || take_amounts(args[2], needs, need_arrays, &n_needs, "needs") < 0)
         goto done;
-    const Py_ssize_t zones = valid.view.shape[0], rows = valid.view.shape[1];
-    if (!expect(n_frees == n_needs, "as many needs as frees") || !expect(out.view.shape[0] == rows, "out and valid"))
+    const Py_ssize_t zones = valid.view.shape[0], size = valid.view.shape[1];
+    Py_ssize_t n = size;
+    if (take_index(nargs == 5 ? args[4] : Py_None, &index_array, &index, &n, size, "rows") < 0)
+        goto done;
+    if (!expect(n_frees == n_needs, "as many needs as frees") || !expect(out.view.shape[0] == n, "out and the asked rows"))
         goto done;
     for (Py_ssize_t r = 0; r < n_frees; r++) {
-        if (!expect(frees[r].view.shape[0] == zones && frees[r].view.shape[1] == rows, "frees and valid")
-            || !expect(!needs[r].per_row || need_arrays[r].view.shape[0] == rows, "needs and valid"))
+        if (!expect(frees[r].view.shape[0] == zones && frees[r].view.shape[1] == size, "frees and valid")
+            || !expect(!needs[r].per_row || need_arrays[r].view.shape[0] == n, "needs and the asked rows"))
             goto done;
     }
     int64_t *first = (int64_t *)out.view.buf;
-    int contiguous = valid.view.strides[1] == 1 || rows < 2;
+    int contiguous = valid.view.strides[1] == 1 || size < 2;
     for (Py_ssize_t r = 0; r < n_frees; r++)
-        contiguous &= frees[r].view.strides[1] == 8 || rows < 2;
+        contiguous &= frees[r].view.strides[1] == 8 || size < 2;
     if (!contiguous) {
         /* Gathered zones x rows blocks (fancy indexing lays them out rows-major): read through both strides. */
-        for (Py_ssize_t j = 0; j < rows; j++) {
+        for (Py_ssize_t j = 0; j < n; j++) {
+            const Py_ssize_t row = index ? index[j] : j;
             Py_ssize_t z = 0;
             for (; z < zones; z++) {
-                if (!*((const unsigned char *)valid.view.buf + z * valid.view.strides[0] + j * valid.view.strides[1]))
+                if (!*((const unsigned char *)valid.view.buf + z * valid.view.strides[0] + row * valid.view.strides[1]))
                     continue;
                 Py_ssize_t r = 0;
                 for (; r < n_frees; r++)
                     if (*(const int64_t *)((const char *)frees[r].view.buf + z * frees[r].view.strides[0]
-                                           + j * frees[r].view.strides[1]) < amount(&needs[r], j))
+                                           + row * frees[r].view.strides[1]) < amount(&needs[r], j))
                         break;
                 if (r == n_frees)
                     break;
@@ -289,25 +340,35 @@ static PyObject *first_zone_holding(PyObject *self, PyObject *const *args, Py_ss
         }
     } else {
         /* Zone by zone, from the last: a row's first holding zone is the last one written. */
-        unsigned char *fits = PyMem_Malloc((size_t)(rows > 0 ? rows : 1));
+        fits = PyMem_Malloc((size_t)(n > 0 ? n : 1));
         if (fits == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        fill_int64(first, zones, rows);
+        fill_int64(first, zones, n);
         for (Py_ssize_t z = zones - 1; z >= 0; z--) {
-            memcpy(fits, at2(&valid.view, z), (size_t)rows);
-            for (Py_ssize_t r = 0; r < n_frees; r++)
-                mask_at_least(fits, (const int64_t *)at2(&frees[r].view, z), needs[r].per_row, needs[r].scalar, rows);
-            mark_first(first, fits, z, rows);
+            const unsigned char *flags = (const unsigned char *)at2(&valid.view, z);
+            if (index)
+                gather_flags(fits, flags, index, n);
+            else
+                memcpy(fits, flags, (size_t)n);
+            for (Py_ssize_t r = 0; r < n_frees; r++) {
+                const int64_t *free = (const int64_t *)at2(&frees[r].view, z);
+                if (index)
+                    mask_at_least_at(fits, free, index, needs[r].per_row, needs[r].scalar, n);
+                else
+                    mask_at_least(fits, free, needs[r].per_row, needs[r].scalar, n);
+            }
+            mark_first(first, fits, z, n);
         }
-        PyMem_Free(fits);
     }
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(fits);
     release(&valid, 1);
     release(&out, 1);
+    release(&index_array, 1);
     release(frees, (int)n_frees);
     release(need_arrays, (int)n_needs);
     return result;
@@ -322,38 +383,58 @@ ROW_LOOP void mark_short(int64_t *pattern, const int64_t *a, int64_t least, int 
 }
 
 PyDoc_STRVAR(short_bits_doc,
-"short_bits(arrays, least, out)\n\n"
-"Per row, one bit per array, set where arrays[r][row] < least[r] (bit r; arrays int64 over the rows,\n"
-"least numbers, at most 63 arrays); out int64, 0 where the row has every least amount.");
+"short_bits(arrays, least, out, rows=None)\n\n"
+"Per asked row, one bit per array, set where arrays[r][row] < least[r] (bit r; arrays int64 over the rows,\n"
+"least numbers, at most 63 arrays); out int64 per asked row, 0 where the row has every least amount.\n"
+"rows: the asked rows (int64), None for every row in order.");
 
 static PyObject *short_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "short_bits takes arrays, least and out");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "short_bits takes arrays, least, out and rows");
         return NULL;
     }
-    Array out = {{0}}, arrays[MAX_ARRAYS] = {{{0}}}, unused[MAX_ARRAYS] = {{{0}}};
+    Array out = {{0}}, index_array = {{0}}, arrays[MAX_ARRAYS] = {{{0}}}, unused[MAX_ARRAYS] = {{{0}}};
     Amount least[MAX_ARRAYS];
     Py_ssize_t n_arrays = 0, n_least = 0;
+    const int64_t *index = NULL;
+    int64_t *gathered = NULL;
     PyObject *result = NULL;
     if (take_array(args[2], &out, 1, 'i', 1, "out") < 0 || take_arrays(args[0], arrays, &n_arrays, 1, 'i', 0, "arrays") < 0
         || take_amounts(args[1], least, unused, &n_least, "least") < 0)
         goto done;
-    const Py_ssize_t rows = out.view.shape[0];
-    if (!expect(n_arrays == n_least && n_arrays <= 63, "as many least amounts as arrays, at most 63"))
+    if (!expect(n_arrays == n_least && n_arrays <= 63 && n_arrays > 0, "as many least amounts as arrays, 1 to 63"))
+        goto done;
+    const Py_ssize_t size = arrays[0].view.shape[0];
+    Py_ssize_t n = size;
+    if (take_index(nargs == 4 ? args[3] : Py_None, &index_array, &index, &n, size, "rows") < 0)
+        goto done;
+    if (!expect(out.view.shape[0] == n, "out and the asked rows"))
         goto done;
     for (Py_ssize_t r = 0; r < n_arrays; r++)
-        if (!expect(arrays[r].view.shape[0] == rows && !least[r].per_row, "arrays and out (least: numbers)"))
+        if (!expect(arrays[r].view.shape[0] == size && !least[r].per_row, "arrays of one length (least: numbers)"))
             goto done;
+    if (index && (gathered = PyMem_Malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     int64_t *pattern = (int64_t *)out.view.buf;
-    fill_int64(pattern, 0, rows);
-    for (Py_ssize_t r = 0; r < n_arrays; r++)
-        mark_short(pattern, (const int64_t *)arrays[r].view.buf, least[r].scalar, (int)r, rows);
+    fill_int64(pattern, 0, n);
+    for (Py_ssize_t r = 0; r < n_arrays; r++) {
+        const int64_t *a = (const int64_t *)arrays[r].view.buf;
+        if (index) {
+            gather_int64(gathered, a, index, n);
+            a = gathered;
+        }
+        mark_short(pattern, a, least[r].scalar, (int)r, n);
+    }
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(gathered);
     release(&out, 1);
+    release(&index_array, 1);
     release(arrays, (int)n_arrays);
     release(unused, (int)n_least);
     return result;
@@ -389,23 +470,26 @@ static int float_exact(const int64_t *v, const int64_t *alloc, int most, Py_ssiz
 }
 
 PyDoc_STRVAR(fit_score_doc,
-"fit_score(most, used_or_free, allocs, wants, weights, out)\n\n"
+"fit_score(most, used_or_free, allocs, wants, weights, out, rows=None)\n\n"
 "NodeResourcesFit's LeastAllocated (most false: used_or_free are the free amounts) or MostAllocated\n"
 "(most true: the requested amounts) score per row, in upstream's integer arithmetic: per resource\n"
 "max(free - want, 0) * 100 // max(alloc, 1), or max(min(requested + want, alloc), 0) * 100 // max(alloc, 1),\n"
-"times its weight, summed, integer-divided by the weights' sum. Arrays int64 over the rows.");
+"times its weight, summed, integer-divided by the weights' sum. Arrays int64 over the rows; out one\n"
+"int64 per asked row; rows the asked rows (int64), None for every row in order.");
 
 static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "fit_score takes most, used_or_free, allocs, wants, weights and out");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "fit_score takes most, used_or_free, allocs, wants, weights, out and rows");
         return NULL;
     }
-    Array out = {{0}}, values[MAX_ARRAYS] = {{{0}}}, allocs[MAX_ARRAYS] = {{{0}}};
+    Array out = {{0}}, index_array = {{0}}, values[MAX_ARRAYS] = {{{0}}}, allocs[MAX_ARRAYS] = {{{0}}};
     Array unused_w[MAX_ARRAYS] = {{{0}}}, unused_k[MAX_ARRAYS] = {{{0}}};
     Amount wants[MAX_ARRAYS], weights[MAX_ARRAYS];
     Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0;
+    const int64_t *index = NULL;
+    int64_t *gathered = NULL;
     PyObject *result = NULL;
     int most = PyObject_IsTrue(args[0]);
     if (most < 0 || take_array(args[5], &out, 1, 'i', 1, "out") < 0
@@ -414,38 +498,55 @@ static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nar
         || take_amounts(args[3], wants, unused_w, &n_wants, "wants") < 0
         || take_amounts(args[4], weights, unused_k, &n_weights, "weights") < 0)
         goto done;
-    const Py_ssize_t rows = out.view.shape[0];
     if (!expect(n_values == n_allocs && n_values == n_wants && n_values == n_weights && n_values > 0,
                 "one array, allocatable, want and weight per resource"))
         goto done;
+    const Py_ssize_t size = values[0].view.shape[0];
+    Py_ssize_t n = size;
+    if (take_index(nargs == 7 ? args[6] : Py_None, &index_array, &index, &n, size, "rows") < 0)
+        goto done;
+    if (!expect(out.view.shape[0] == n, "out and the asked rows"))
+        goto done;
     int64_t weight_sum = 0;
     for (Py_ssize_t r = 0; r < n_values; r++) {
-        if (!expect(values[r].view.shape[0] == rows && allocs[r].view.shape[0] == rows, "arrays and out")
+        if (!expect(values[r].view.shape[0] == size && allocs[r].view.shape[0] == size, "arrays of one length")
             || !expect(!wants[r].per_row && !weights[r].per_row && weights[r].scalar > 0, "wants and weights: numbers, weights positive"))
             goto done;
         weight_sum += weights[r].scalar;
     }
+    if (index && (gathered = PyMem_Malloc(2 * sizeof(int64_t) * (size_t)(n > 0 ? n : 1))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     int64_t *total = (int64_t *)out.view.buf;
-    memset(total, 0, sizeof(int64_t) * (size_t)rows);
+    fill_int64(total, 0, n);
     for (Py_ssize_t r = 0; r < n_values; r++) {
         const int64_t *v = (const int64_t *)values[r].view.buf, *alloc = (const int64_t *)allocs[r].view.buf;
+        if (index) {
+            gather_int64(gathered, v, index, n);
+            gather_int64(gathered + n, alloc, index, n);
+            v = gathered;
+            alloc = gathered + n;
+        }
         const int64_t want = wants[r].scalar, weight = weights[r].scalar;
-        if (float_exact(v, alloc, most, rows)) {
-            fit_term_float(total, most, v, alloc, want, weight, rows);
+        if (float_exact(v, alloc, most, n)) {
+            fit_term_float(total, most, v, alloc, want, weight, n);
             continue;
         }
-        for (Py_ssize_t j = 0; j < rows; j++) {
+        for (Py_ssize_t j = 0; j < n; j++) {
             int64_t per = most ? (v[j] + want < alloc[j] ? v[j] + want : alloc[j]) : v[j] - want;
             per = per > 0 ? per * 100 : 0;
             total[j] += floor_quotient(per, alloc[j] > 1 ? alloc[j] : 1) * weight;
         }
     }
-    for (Py_ssize_t j = 0; j < rows; j++)
+    for (Py_ssize_t j = 0; j < n; j++)
         total[j] /= weight_sum; /* never negative: a floor division */
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(gathered);
     release(&out, 1);
+    release(&index_array, 1);
     release(values, (int)n_values);
     release(allocs, (int)n_allocs);
     release(unused_w, (int)n_wants);

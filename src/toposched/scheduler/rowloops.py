@@ -15,7 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
-from toposched.scheduler.table import first_true
+from toposched.scheduler.table import first_true, take_rows
 
 __all__ = ["any_zone_holding", "compiled", "first_zone_holding", "short_bits"]
 
@@ -26,25 +26,30 @@ except ImportError:  # built without a C compiler: the NumPy forms run
     compiled = None
 
 
-def first_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
-    """Per row (the last axis): the first zone slot (the first axis) that is ``valid`` and where every
-    ``frees[r]`` (zones x rows) is at least ``needs[r]`` (a number, or one per row); the number of
-    zone slots where none is. int64."""
+def first_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray],
+                       rows: np.ndarray | None = None) -> np.ndarray:
+    """Per asked row: the first zone slot (the first axis) that is ``valid`` and where every
+    ``frees[r]`` (zones x rows) is at least ``needs[r]`` (a number, or one per asked row); the number
+    of zone slots where none is. ``rows``: the asked rows (the last axis), None for all. int64."""
     if compiled is not None:
-        out = np.empty(valid.shape[1], dtype=np.int64)
-        compiled.first_zone_holding(valid, frees, needs, out)
+        out = np.empty(valid.shape[1] if rows is None else len(rows), dtype=np.int64)
+        compiled.first_zone_holding(valid, frees, needs, out, rows)
         return out
-    return first_true(_holding(valid, frees, needs)).astype(np.int64)
+    return first_true(_holding(valid, frees, needs, rows)).astype(np.int64)
 
 
-def any_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
-    """Per row: some zone slot is ``valid`` and holds every need (:func:`first_zone_holding`). bool."""
+def any_zone_holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray],
+                     rows: np.ndarray | None = None) -> np.ndarray:
+    """Per asked row: some zone slot is ``valid`` and holds every need (:func:`first_zone_holding`). bool."""
     if compiled is not None:
-        return first_zone_holding(valid, frees, needs) < len(valid)
-    return _holding(valid, frees, needs).any(axis=0)
+        return first_zone_holding(valid, frees, needs, rows) < len(valid)
+    return _holding(valid, frees, needs, rows).any(axis=0)
 
 
-def _holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray]) -> np.ndarray:
+def _holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int | np.ndarray],
+             rows: np.ndarray | None) -> np.ndarray:
+    if rows is not None:
+        valid, frees = take_rows(valid, rows), [take_rows(free, rows) for free in frees]
     holds = valid
     for free, need in zip(frees, needs):
         fits = free >= need
@@ -52,16 +57,19 @@ def _holding(valid: np.ndarray, frees: Sequence[np.ndarray], needs: Sequence[int
     return holds
 
 
-def short_bits(arrays: Sequence[np.ndarray], least: Sequence[int]) -> np.ndarray:
-    """Per row, bit ``r`` set where ``arrays[r]`` (one value per row) is below the number ``least[r]``;
-    0 where the row has every amount. At most 63 arrays. int64."""
-    if len(arrays) > 63:
-        raise ValueError(f"{len(arrays)} amounts to compare: at most 63 fit the bits of an int64")
-    if compiled is not None and arrays:
-        out = np.empty(len(arrays[0]), dtype=np.int64)
-        compiled.short_bits(arrays, least, out)
+def short_bits(arrays: Sequence[np.ndarray], least: Sequence[int], rows: np.ndarray | None = None) -> np.ndarray:
+    """Per asked row, bit ``r`` set where ``arrays[r]`` (one value per row) is below the number
+    ``least[r]``; 0 where the row has every amount. ``rows``: the asked rows, None for all. 1 to 63
+    arrays. int64."""
+    if not 0 < len(arrays) <= 63:
+        raise ValueError(f"{len(arrays)} amounts to compare: 1 to 63 fit the bits of an int64")
+    if compiled is not None:
+        out = np.empty(len(arrays[0]) if rows is None else len(rows), dtype=np.int64)
+        compiled.short_bits(arrays, least, out, rows)
         return out
-    pattern = np.zeros(len(arrays[0]) if arrays else 0, dtype=np.int64)
+    if rows is not None:
+        arrays = [array.take(rows) for array in arrays]
+    pattern = np.zeros(len(arrays[0]), dtype=np.int64)
     for bit, (array, floor) in enumerate(zip(arrays, least)):
         pattern |= (array < floor).astype(np.int64) << bit
     return pattern

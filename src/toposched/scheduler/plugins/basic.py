@@ -196,8 +196,8 @@ class NodeResourcesFit:
             return ok, filter_rows(self, state, pod, table, rows, np.arange(len(rows)), ok)
         # Per row, the resources it is short of (as the per-node filter names them), one bit each, and
         # a last bit for the pod slot; coded into a few texts over the refused rows only.
-        free = [table.pick(table.free(name), rows) for name in (*names, "pods")]
-        pattern = rowloops.short_bits(free, [*requests.values(), 1])
+        free = [table.free(name) for name in (*names, "pods")]
+        pattern = rowloops.short_bits(free, [*requests.values(), 1], None if rows is table.all_rows() else rows)
         ok = pattern == 0
         if ok.all():
             return ok, ""
@@ -255,11 +255,12 @@ class NodeResourcesFit:
         at = table.all_rows() if whole else rows
         most = self.strategy == "MostAllocated"
         if rowloops.compiled is not None and wants:
-            values = [table.pick(table.requested(r) if most else table.free(r), at) for r in wants]
-            allocs = [table.pick(table.allocatable(r), at) for r in wants]
-            out = np.empty(len(at), dtype=np.int64)
-            rowloops.compiled.fit_score(most, values, allocs, list(wants.values()), list(self.weights.values()), out)
-            return table.pick(out, rows) if whole else out
+            values = [table.requested(r) if most else table.free(r) for r in wants]
+            allocs = [table.allocatable(r) for r in wants]
+            out = np.empty(len(rows), dtype=np.int64)
+            rowloops.compiled.fit_score(most, values, allocs, list(wants.values()), list(self.weights.values()), out,
+                                        None if rows is table.all_rows() else rows)
+            return out
         total: np.ndarray | None = None
         for (r, want), weight in zip(wants.items(), self.weights.values()):
             alloc = table.allocatable(r)

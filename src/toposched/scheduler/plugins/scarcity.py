@@ -187,10 +187,9 @@ class ScarcityScore:
         if zone_request:
             # Zones x rows (zone-major): the zones that hold the aligned request, the first of them
             # per row, and there the target shapes' columns before and after the pod.
-            valid = take_rows(table.zone_valid(), at)
-            firsts = rowloops.first_zone_holding(valid, [take_rows(table.zone_free(r), at) for r in zone_request],
-                                                 list(zone_request.values()))
-            picked = np.flatnonzero((firsts < len(valid)) & able)
+            firsts = rowloops.first_zone_holding(table.zone_valid(), [table.zone_free(r) for r in zone_request],
+                                                 list(zone_request.values()), None if full else rows)
+            picked = np.flatnonzero((firsts < len(table.zone_valid())) & able)
             if len(picked):
                 first = firsts[picked]
                 chosen = picked if full else rows[picked]
