@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
-from toposched.scheduler.plugins.scarcity import held_rows, row_losses
+from toposched.scheduler.plugins.scarcity import after_zone_totals, held_rows, row_losses
 
 compiled = rowloops.compiled
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the _rowloops extension was not built (no C compiler)")
@@ -138,6 +138,62 @@ def test_kept_rows_are_the_numpy_ones(inputs: tuple) -> None:
         held_rows(*arrays, slow)
     for name, f, s in zip(("totals", "free", "holds", "quot", "rem"), fast, slow):
         np.testing.assert_array_equal(f, s, err_msg=name)
+
+
+class _ZoneTable:
+    """What :func:`after_zone_totals` reads of a NodeTable: zone columns by name, the zone arrays
+    as views ending at the row count, and one zone slot per row read through the flat index."""
+
+    def __init__(self, zfree: np.ndarray, zvalid: np.ndarray, size: int) -> None:
+        self._zfree, self._zvalid, self.size = zfree, zvalid, size
+        self.zone_resources = [f"r{c}" for c in range(len(zfree))]
+
+    def view(self, name: str) -> np.ndarray:
+        assert name == "zfree"
+        return self._zfree[..., :self.size]
+
+    def zone_valid(self) -> np.ndarray:
+        return self._zvalid[..., :self.size]
+
+    def zone_free_at(self, resource: str, zones: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        block = self._zfree[self.zone_resources.index(resource)]
+        return block.take(zones * block.shape[1] + rows)
+
+
+@st.composite
+def zone_totals_inputs(draw: st.DrawFn) -> tuple:
+    rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    columns, zones, size, spare = draw(st.integers(2, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 150)), draw(st.integers(0, 3))
+    shapes = draw(st.integers(1, 4))
+    zfree = rnd.integers(0, 40_000, size=(columns, zones, size + spare))
+    table = _ZoneTable(zfree, rnd.random((zones, size + spare)) < 0.8, size)
+    union = sorted(rnd.choice(columns, size=draw(st.integers(1, columns)), replace=False).tolist())
+    cols = [sorted({union[0], *rnd.choice(union, size=rnd.integers(1, len(union) + 1)).tolist()}) for _ in range(shapes)]
+    union = sorted({c for shape in cols for c in shape})
+    needs = [rnd.integers(1, 5000, size=len(shape)) for shape in cols]
+    need = np.ones((shapes, len(union)), dtype=np.int64)
+    ignored = np.ones((shapes, len(union)), dtype=bool)
+    for k, (shape, shape_needs) in enumerate(zip(cols, needs)):
+        for c, n in zip(shape, shape_needs.tolist()):
+            need[k, union.index(c)], ignored[k, union.index(c)] = n, False
+    requested = rnd.choice(columns, size=rnd.integers(1, columns + 1), replace=False).tolist()
+    zone_request = {f"r{c}": int(rnd.integers(0, 20_000)) for c in requested}
+    asked = np.flatnonzero(rnd.random(size) < 0.5) if draw(st.booleans()) else None
+    n = size if asked is None else len(asked)
+    totals = rnd.integers(0, 60, size=(shapes, n))
+    firsts = rnd.integers(0, zones + 1, size=n)  # the zone count: no zone holds the request
+    able = rnd.random(n) < 0.8
+    return table, totals, cols, needs, (union, need, ignored), zone_request, firsts, able, asked
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(zone_totals_inputs())
+def test_zone_totals_are_the_numpy_ones(inputs: tuple) -> None:
+    fast = after_zone_totals(*inputs)
+    with numpy_forms():
+        slow = after_zone_totals(*inputs)
+    np.testing.assert_array_equal(fast, slow)
 
 
 # ---- zones holding a request ----------------------------------------------------------------------

@@ -757,10 +757,92 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(scarcity_zone_totals_doc,
+"scarcity_zone_totals(totals, zfree, union, need, ignored, taken, firsts, able, out, rows=None)\n\n"
+"Per target shape k and asked row j (row = rows[j], or j): where able[j] and firsts[j] is a zone slot z,\n"
+"out[k, j] = totals[k, j] - (min over columns u not ignored[k, u] of zfree[union[u], z, row] // need[k, u]\n"
+"- the same of (zfree[union[u], z, row] - taken[u])); elsewhere totals[k, j].\n"
+"totals, out: shapes x asked rows; zfree: columns x zones x rows; need, ignored: shapes x len(union);\n"
+"taken: one int64 per union column; firsts: int64 and able: bool per asked row.");
+
+static PyObject *scarcity_zone_totals(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "scarcity_zone_totals takes 9 arrays and the asked rows");
+        return NULL;
+    }
+    Array a[9] = {{{0}}}, index_array = {{0}};
+    static const char *names[9] = {"totals", "zfree", "union", "need", "ignored", "taken", "firsts", "able", "out"};
+    static const int dims[9] = {2, 3, 1, 2, 2, 1, 1, 1, 2};
+    static const char kinds[9] = {'i', 'i', 'i', 'i', 'b', 'i', 'i', 'b', 'i'};
+    const int64_t *index = NULL;
+    for (int i = 0; i < 9; i++)
+        if (take_strided(args[i], &a[i], dims[i], kinds[i], i == 8, 1, names[i]) < 0)
+            goto fail;
+    const Py_buffer *totals = &a[0].view, *zfree = &a[1].view, *uni = &a[2].view, *need = &a[3].view;
+    const Py_buffer *ignored = &a[4].view, *taken = &a[5].view, *firsts = &a[6].view, *able = &a[7].view;
+    Py_buffer *out = &a[8].view;
+    const Py_ssize_t shapes = totals->shape[0], zones = zfree->shape[1], size = zfree->shape[2];
+    const Py_ssize_t columns = uni->shape[0];
+    Py_ssize_t n = size;
+    if (take_index(nargs == 10 ? args[9] : Py_None, &index_array, &index, &n, size, "rows") < 0)
+        goto fail;
+    if (!expect(totals->shape[1] == n && out->shape[0] == shapes && out->shape[1] == n, "totals, out and the asked rows")
+        || !expect(need->shape[0] == shapes && need->shape[1] == columns && ignored->shape[0] == shapes
+                   && ignored->shape[1] == columns && taken->shape[0] == columns, "need, ignored, taken and union")
+        || !expect(firsts->shape[0] == n && able->shape[0] == n, "firsts, able and the asked rows"))
+        goto fail;
+    for (Py_ssize_t u = 0; u < columns; u++) {
+        int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
+        if (!expect(c >= 0 && c < zfree->shape[0], "a union column within zfree"))
+            goto fail;
+    }
+#define EL1(v, i) (*(const int64_t *)((const char *)(v)->buf + (i) * (v)->strides[0]))
+#define EL2(v, i, j) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+#define B1(v, i) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0]))
+#define B2(v, i, j) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const int64_t z = EL1(firsts, j);
+        const int lowers = B1(able, j) && z >= 0 && z < zones;
+        const Py_ssize_t row = index ? index[j] : j;
+        for (Py_ssize_t k = 0; k < shapes; k++) {
+            int64_t total = EL2(totals, k, j);
+            if (lowers) {
+                int64_t before = INT64_MAX, after = INT64_MAX;
+                for (Py_ssize_t u = 0; u < columns; u++) {
+                    if (B2(ignored, k, u))
+                        continue;
+                    const int64_t d = EL2(need, k, u);
+                    const int64_t free_now = *(const int64_t *)((const char *)zfree->buf + EL1(uni, u) * zfree->strides[0]
+                                                                + z * zfree->strides[1] + row * zfree->strides[2]);
+                    const int64_t b = floor_div(free_now, d), left = floor_div(free_now - EL1(taken, u), d);
+                    before = b < before ? b : before;
+                    after = left < after ? left : after;
+                }
+                total -= before - after;
+            }
+            EL2(out, k, j) = total;
+        }
+    }
+#undef EL1
+#undef EL2
+#undef B1
+#undef B2
+    release(a, 9);
+    release(&index_array, 1);
+    Py_RETURN_NONE;
+fail:
+    release(a, 9);
+    release(&index_array, 1);
+    return NULL;
+}
+
 /* ---- module --------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"scarcity_loss", (PyCFunction)(void (*)(void))scarcity_loss, METH_FASTCALL, scarcity_loss_doc},
+    {"scarcity_zone_totals", (PyCFunction)(void (*)(void))scarcity_zone_totals, METH_FASTCALL, scarcity_zone_totals_doc},
     {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
     {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},

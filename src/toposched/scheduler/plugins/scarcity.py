@@ -189,28 +189,8 @@ class ScarcityScore:
             # per row, and there the target shapes' columns before and after the pod.
             firsts = rowloops.first_zone_holding(table.zone_valid(), [table.zone_free(r) for r in zone_request],
                                                  list(zone_request.values()), None if full else rows)
-            picked = np.flatnonzero((firsts < len(table.zone_valid())) & able)
-            if len(picked):
-                first = firsts[picked]
-                chosen = picked if full else rows[picked]
-                before_zone, after_zone = {}, {}
-                for c in self._stacked_plan(cols, needs)[0]:  # every target shape's columns
-                    name = table.zone_resources[c]
-                    before_zone[c] = table.zone_free_at(name, first, chosen)
-                    after_zone[c] = before_zone[c] - zone_request[name] if name in zone_request else before_zone[c]
-                lowered = np.zeros((len(self._target), len(picked)), dtype=np.int64)  # shapes x picked rows
-                for k in range(len(self._target)):
-                    held_before = held_after = None
-                    for c, need in zip(cols[k], needs[k].tolist()):
-                        b, a = before_zone[c] // need, after_zone[c] // need
-                        held_before = b if held_before is None else np.minimum(held_before, b)
-                        held_after = a if held_after is None else np.minimum(held_after, a)
-                    np.subtract(held_before, held_after, out=lowered[k])
-                # One scatter of every shape's rows into zeros, then one subtraction over whole rows:
-                # cheaper than a read-modify-write of the picked rows shape by shape.
-                after_totals = np.zeros(totals.shape, dtype=np.int64)
-                after_totals[:, picked] = lowered
-                np.subtract(totals, after_totals, out=after_totals)
+            after_totals = after_zone_totals(table, totals, cols, needs, self._stacked_plan(cols, needs)[:3], zone_request,
+                                             firsts, able, None if full else rows)
         take_q, take_r = np.divmod(np.array(take, dtype=np.int64)[:, None], self._stacked_plan(cols, needs)[-1])
         out = row_losses(before, quot, rem, after_totals, take_q, take_r, self._values(needs, weights), able)
         return table.pick(out, rows) if full else out
@@ -417,6 +397,48 @@ class ScarcityScore:
         if high == low:
             return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
         return (MAX_NODE_SCORE - (raw - low) * MAX_NODE_SCORE // (high - low)).astype(np.int64)
+
+
+def after_zone_totals(table: NodeTable, totals: np.ndarray, cols: list[list[int]], needs: list[np.ndarray],
+                      stacked: tuple[list[int], np.ndarray, np.ndarray], zone_request: Mapping[str, int],
+                      firsts: np.ndarray, able: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Per target shape and asked row (``rows``, None for every row): the pods of the shape the row's
+    zones hold once the pod's aligned request ``zone_request`` is taken from the first zone holding it
+    (``firsts``; the zone count where none does): ``totals`` less what that zone then holds fewer.
+    Rows not ``able`` or where no zone holds the request keep their totals.
+
+    ``cols``/``needs``: each shape's zone columns and needs; ``stacked``: the same over their union
+    (:meth:`ScarcityScore._stacked_plan`). The compiled loop when built, else NumPy: the same integers."""
+    union, need, ignored = stacked
+    if rowloops.compiled is not None:
+        taken = np.array([zone_request.get(table.zone_resources[c], 0) for c in union], dtype=np.int64)
+        out = np.empty(totals.shape, dtype=np.int64)
+        rowloops.compiled.scarcity_zone_totals(totals, table.view("zfree"), np.array(union, dtype=np.int64), need,
+                                               ignored, taken, firsts, able, out, rows)
+        return out
+    picked = np.flatnonzero((firsts < len(table.zone_valid())) & able)
+    if not len(picked):
+        return totals
+    first = firsts[picked]
+    chosen = picked if rows is None else rows[picked]
+    before_zone, after_zone = {}, {}
+    for c in union:  # every target shape's columns
+        name = table.zone_resources[c]
+        before_zone[c] = table.zone_free_at(name, first, chosen)
+        after_zone[c] = before_zone[c] - zone_request[name] if name in zone_request else before_zone[c]
+    lowered = np.zeros((len(cols), len(picked)), dtype=np.int64)  # shapes x picked rows
+    for k in range(len(cols)):
+        held_before = held_after = None
+        for c, shape_need in zip(cols[k], needs[k].tolist()):
+            b, a = before_zone[c] // shape_need, after_zone[c] // shape_need
+            held_before = b if held_before is None else np.minimum(held_before, b)
+            held_after = a if held_after is None else np.minimum(held_after, a)
+        np.subtract(held_before, held_after, out=lowered[k])
+    # One scatter of every shape's rows into zeros, then one subtraction over whole rows:
+    # cheaper than a read-modify-write of the picked rows shape by shape.
+    after_totals = np.zeros(totals.shape, dtype=np.int64)
+    after_totals[:, picked] = lowered
+    return np.subtract(totals, after_totals, out=after_totals)
 
 
 def held_rows(rows: np.ndarray, zfree: np.ndarray, zvalid: np.ndarray, able: np.ndarray, free: np.ndarray,
