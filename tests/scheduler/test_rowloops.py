@@ -299,6 +299,30 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
     assert out.tolist() == expected
 
 
+# ---- the framework ---------------------------------------------------------------------------------
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(st.integers(0, 200), st.booleans(), st.booleans(), st.integers(0, 2**32 - 1))
+def test_refusals_are_booked_as_numpy_books_them(size: int, with_at: bool, with_codes: bool, seed: int) -> None:
+    rnd = np.random.default_rng(seed)
+    pending = np.flatnonzero(rnd.random(size) < 0.7)
+    at = rnd.integers(0, 10_000, size=len(pending)) if with_at else None
+    mask = rnd.random(len(pending)) < 0.6
+    verdict = np.full(size, -1, dtype=np.int64)
+    codes = rnd.integers(0, 5, size=len(pending)) if with_codes else None
+    lut = rnd.integers(0, 50, size=5) if with_codes else None
+    kept_pending = np.empty(len(pending), dtype=np.int64)
+    kept_at = np.empty(len(pending), dtype=np.int64) if with_at else None
+    kept = compiled.refuse(mask, pending, at, verdict, 7, codes, lut, kept_pending, kept_at)  # type: ignore[union-attr]
+    expected = np.full(size, -1, dtype=np.int64)
+    expected[pending[~mask]] = lut[codes[~mask]] if with_codes else 7
+    assert verdict.tolist() == expected.tolist()
+    assert kept_pending[:kept].tolist() == pending[mask].tolist()
+    if with_at:
+        assert kept_at[:kept].tolist() == at[mask].tolist()
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 
 @needs_compiled
@@ -320,6 +344,10 @@ def test_fit_score_is_upstreams_formula(most: bool, rows: int, weights: list[int
     (lambda: compiled.fit_score(False, [np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)], [1], [0],
                                 np.empty(3, dtype=np.int64)), "weights positive"),
     (lambda: compiled.scarcity_loss(*[np.zeros((1, 3), dtype=np.int64)] * 9), "dimensions"),
+    (lambda: compiled.refuse(np.zeros(2, dtype=bool), np.array([0, 5]), None, np.zeros(3, dtype=np.int64), 1, None,
+                             None, np.empty(2, dtype=np.int64), None), "positions within verdict"),
+    (lambda: compiled.refuse(np.zeros(1, dtype=bool), np.array([0]), None, np.zeros(3, dtype=np.int64), 0,
+                             np.array([4]), np.array([1, 2]), np.empty(1, dtype=np.int64), None), "codes within lut"),
     (lambda: compiled.scarcity_rows(np.array([5]), np.zeros((2, 1, 3), dtype=np.int64), np.ones((1, 3), dtype=bool),
                                     np.ones(1, dtype=bool), np.zeros((2, 3), dtype=np.int64), np.array([0]),
                                     np.array([0, 1]), np.ones((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=bool),

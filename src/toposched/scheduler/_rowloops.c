@@ -838,10 +838,85 @@ fail:
     return NULL;
 }
 
+/* ---- the framework: rows a filter refused ---------------------------------------------------------- */
+
+PyDoc_STRVAR(refuse_doc,
+"refuse(mask, pending, at, verdict, reason, codes, lut, kept_pending, kept_at) -> int\n\n"
+"A filter's answer over the pending rows: where mask[j] is False, verdict[pending[j]] = reason (a number),\n"
+"or lut[codes[j]] where codes is given; the pending positions and rows (at; None when they are the same)\n"
+"of the rows it kept are written, in order, to the front of kept_pending and kept_at (None with at). Returns\n"
+"how many it kept. mask: bool; pending, at, codes, lut, verdict, kept_*: int64.");
+
+static PyObject *refuse(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "refuse takes mask, pending, at, verdict, reason, codes, lut, kept_pending, kept_at");
+        return NULL;
+    }
+    Array mask = {{0}}, pending = {{0}}, at = {{0}}, verdict = {{0}}, codes = {{0}}, lut = {{0}}, kept_pending = {{0}},
+          kept_at = {{0}};
+    PyObject *result = NULL;
+    int64_t reason = 0;
+    const int with_at = args[2] != Py_None, with_codes = args[5] != Py_None;
+    if (take_array(args[0], &mask, 1, 'b', 0, "mask") < 0 || take_array(args[1], &pending, 1, 'i', 0, "pending") < 0
+        || (with_at && take_array(args[2], &at, 1, 'i', 0, "at") < 0)
+        || take_array(args[3], &verdict, 1, 'i', 1, "verdict") < 0
+        || (with_codes && (take_array(args[5], &codes, 1, 'i', 0, "codes") < 0 || take_array(args[6], &lut, 1, 'i', 0, "lut") < 0))
+        || take_array(args[7], &kept_pending, 1, 'i', 1, "kept_pending") < 0
+        || (with_at && take_array(args[8], &kept_at, 1, 'i', 1, "kept_at") < 0))
+        goto done;
+    if (!with_codes) {
+        reason = PyLong_AsLongLong(args[4]);
+        if (reason == -1 && PyErr_Occurred())
+            goto done;
+    }
+    const Py_ssize_t n = mask.view.shape[0], size = verdict.view.shape[0];
+    if (!expect(pending.view.shape[0] == n && kept_pending.view.shape[0] >= n, "mask, pending and kept_pending")
+        || !expect(!with_at || (at.view.shape[0] == n && kept_at.view.shape[0] >= n), "mask, at and kept_at")
+        || !expect(!with_codes || codes.view.shape[0] == n, "mask and codes"))
+        goto done;
+    const unsigned char *ok = (const unsigned char *)mask.view.buf;
+    const int64_t *pos = (const int64_t *)pending.view.buf, *rows = with_at ? (const int64_t *)at.view.buf : NULL;
+    const int64_t *code = with_codes ? (const int64_t *)codes.view.buf : NULL, *table = with_codes ? (const int64_t *)lut.view.buf : NULL;
+    const Py_ssize_t texts = with_codes ? lut.view.shape[0] : 0;
+    int64_t *out = (int64_t *)verdict.view.buf, *keep = (int64_t *)kept_pending.view.buf;
+    int64_t *keep_at = with_at ? (int64_t *)kept_at.view.buf : NULL;
+    for (Py_ssize_t j = 0; j < n; j++) { /* checked before anything is written */
+        if (!expect(pos[j] >= 0 && pos[j] < size, "pending positions within verdict"))
+            goto done;
+        if (!ok[j] && with_codes && !expect(code[j] >= 0 && code[j] < texts, "codes within lut"))
+            goto done;
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (ok[j]) {
+            keep[kept] = pos[j];
+            if (with_at)
+                keep_at[kept] = rows[j];
+            kept++;
+        } else {
+            out[pos[j]] = with_codes ? table[code[j]] : reason;
+        }
+    }
+    result = PyLong_FromSsize_t(kept);
+done:
+    release(&mask, 1);
+    release(&pending, 1);
+    release(&at, 1);
+    release(&verdict, 1);
+    release(&codes, 1);
+    release(&lut, 1);
+    release(&kept_pending, 1);
+    release(&kept_at, 1);
+    return result;
+}
+
 /* ---- module --------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"scarcity_loss", (PyCFunction)(void (*)(void))scarcity_loss, METH_FASTCALL, scarcity_loss_doc},
+    {"refuse", (PyCFunction)(void (*)(void))refuse, METH_FASTCALL, refuse_doc},
     {"scarcity_zone_totals", (PyCFunction)(void (*)(void))scarcity_zone_totals, METH_FASTCALL, scarcity_zone_totals_doc},
     {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},

@@ -25,6 +25,7 @@ import numpy as np
 
 from toposched.errors import InputError
 from toposched.names import KOORDINATOR_SCHEDULING_PREFIX, TOPOSCHED_PREFIX
+from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import Cluster
 from toposched.scheduler.framework import CycleState, Profile, RowReasons
 from toposched.scheduler.keyed import KeyedRows
@@ -423,6 +424,10 @@ class Scheduler:
                     at = pending if every else at[mask]
                 continue
             mask, reason = self.runner.filter_rows(index, state, pod, at)
+            if rowloops.compiled is not None and isinstance(reason, (str, RowReasons)):
+                if not mask.all():
+                    pending, at = self._refuse(verdict, pending, None if every else at, mask, reason)
+                continue
             if not mask.all():
                 refused = ~mask
                 if isinstance(reason, str):  # one reason, a text or a Refusal
@@ -436,6 +441,22 @@ class Scheduler:
                 pending = pending[mask]
                 at = pending if every else at[mask]
         return verdict, pending, at
+
+    def _refuse(self, verdict: np.ndarray, pending: np.ndarray, at: np.ndarray | None, mask: np.ndarray,
+                reason: str | RowReasons) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_filter_rows`'s bookkeeping of a filter's refusals in one compiled pass: each refused
+        row's reason index into ``verdict`` at its position, and the positions and rows (``at``; None
+        when they are the positions) it kept."""
+        kept_pending = np.empty(len(pending), dtype=np.int64)
+        kept_at = None if at is None else np.empty(len(at), dtype=np.int64)
+        if isinstance(reason, RowReasons):
+            lut = np.array([self._reason_index(t) for t in reason.texts], dtype=np.int64)
+            codes = np.asarray(reason.codes, dtype=np.int64)
+            kept = rowloops.compiled.refuse(mask, pending, at, verdict, 0, codes, lut, kept_pending, kept_at)  # type: ignore[union-attr]
+        else:
+            kept = rowloops.compiled.refuse(mask, pending, at, verdict, self._reason_index(reason), None, None,  # type: ignore[union-attr]
+                                            kept_pending, kept_at)
+        return kept_pending[:kept], (kept_pending if kept_at is None else kept_at)[:kept]
 
     def _score_rows(self, state: CycleState, pod: Pod, rows: np.ndarray, normalizing: tuple[int, ...],
                     shape: tuple | None = None) -> tuple[int | None, np.ndarray | None, dict[int, np.ndarray]]:
