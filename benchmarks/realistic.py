@@ -66,7 +66,7 @@ from _common import callgrind_instrument, peak_rss_mib, write_json
 
 from toposched.kube.ops import freeze_heap
 from toposched.kubelet import KubeletConfig
-from toposched.scheduler import Cluster, NodeSpec, Scheduler, Taint
+from toposched.scheduler import Cluster, NodeSpec, Scheduler, Taint, rowloops
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import CPUSet, Machine, NUMANode
 from toposched.workload import Container, Pod, Toleration
@@ -546,8 +546,12 @@ def main() -> int:
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=None, metavar="P",
                         help="look for P%% of the nodes as feasible, as kube-scheduler does (0: its adaptive share); "
                         "default: the toposched profile's 100, every node")
+    parser.add_argument("--numpy-forms", action="store_true",
+                        help="run the plugins' row loops in their NumPy forms, as an install without a C compiler does")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
+    if args.numpy_forms:
+        rowloops.compiled = None
     clock = time.process_time if args.cpu_time else time.perf_counter
     unit = " (CPU time)" if args.cpu_time else ""
     records: list | None = [] if args.digest else None
@@ -555,13 +559,14 @@ def main() -> int:
                   callgrind=args.callgrind, mix=args.mix, replace_every=args.replace_every,
                   percentage=args.percentage_of_nodes_to_score)
     figures["clock"] = "cpu" if args.cpu_time else "wall"
+    figures["row_loops"] = "compiled" if rowloops.compiled is not None else "numpy"
     figures["percentage_of_nodes_to_score"] = args.percentage_of_nodes_to_score
     print(f"{figures['nodes']} heterogeneous nodes ({args.mix} mix), {figures['running_at_start']} pods running, "
           f"{figures['pods']} arrivals each after a deletion: {figures['pods_per_second']:.0f} pods/s{unit}, "
           f"mean {figures['mean_ms']:.2f} ms, p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, "
           f"deletion {figures['delete_mean_ms']:.3f} ms, "
           f"scheduled {figures['scheduled']} (built in {figures['build_seconds']:.1f} s, "
-          f"pre-filled in {figures['prefill_seconds']:.1f} s)", flush=True)
+          f"pre-filled in {figures['prefill_seconds']:.1f} s; row loops {figures['row_loops']})", flush=True)
     if figures["replaced_nodes"]:
         print(f"  {figures['replaced_nodes']} nodes replaced ({figures['replace_mean_ms']:.2f} ms each); "
               f"the table has {figures['table_rows']} rows for {args.nodes} nodes", flush=True)
