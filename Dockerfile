@@ -3,8 +3,11 @@
 # The scheduler, extender and controller run it as uid 65532 (their securityContext says so);
 # the agent as uid 0 with no capabilities (deploy/agent-daemonset.yaml explains why).
 FROM python:3.11-slim AS build
+# A C compiler for the scheduler's compiled row loops (setup.py); the wheel carries the built
+# module, so the image below needs no compiler.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY src ./src
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
