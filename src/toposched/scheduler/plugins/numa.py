@@ -424,10 +424,13 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
     """
     names, _ = request.stacked
     asked = sorted({j for i, _ in request.walk for j, need in enumerate(request.stacked_lists[i]) if need})
+    aligned = {j: np.broadcast_to(aligns(request.aligned_by[j], cpu_static, mem_static), rows.shape) for j in asked}
+    kinds = {kind for _, kind in request.walk}
+    if not (restricted and _FORCED in kinds) and _roomy(table, rows, request, asked, aligned):
+        return np.ones(len(rows), dtype=bool)
     free = {j: take_rows(table.zone_free(names[j]), rows) for j in asked}
     valid = take_rows(table.zone_valid(), rows)  # after the columns exist
     alone = valid & ~take_rows(table.zone_split(), rows)  # the zones a single-NUMA memory hint may name
-    aligned = {j: np.broadcast_to(aligns(request.aligned_by[j], cpu_static, mem_static), rows.shape) for j in asked}
     memory = [j for j in asked if request.aligned_by[j] == "memory"]
     zones, columns = len(valid), np.arange(len(rows))
     cpu = names.index("cpu") if "cpu" in names else -1
@@ -450,18 +453,6 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
                     with_memory |= aligned[j]
         return holds & (alone | ~with_memory), counted, with_memory
 
-    kinds = {kind for _, kind in request.walk}
-    if not (restricted and _FORCED in kinds):  # (the init container's memory can refuse: walk)
-        # Where one zone holds every container at once (each at least as much as the init container,
-        # and that zone is the init container's), each finds room there: nothing to refuse.
-        init = next((request.stacked_lists[i] for i, kind in request.walk if kind == _INIT), None)
-        totals = [sum(col) for col in zip(*(request.stacked_lists[i] for i, kind in request.walk if kind != _INIT))]
-        room = first_true(holding(totals if init is None else [max(t, n) for t, n in zip(totals, init)])[0])
-        roomy = room < zones
-        if init is not None:
-            roomy &= room == first_true(holding(init)[0])
-        if roomy.all():
-            return np.ones(len(rows), dtype=bool)
     taken = {j: np.zeros_like(zone) for j, zone in free.items()}
     held = take_rows(table.zone_held(), rows).copy() if lenient else None  # zones with single-NUMA allocations
     ok, alive = np.ones(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
@@ -513,6 +504,36 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
                 at = place[aligned[j][place]]
                 taken[j][zone[at], at] += needs[j]
     return ok
+
+
+def _roomy(table: NodeTable, rows: np.ndarray, request: AlignedRequest, asked: list[int],
+           aligned: Mapping[int, np.ndarray]) -> bool:
+    """Whether, on every row, one zone holds every container of ``request.walk`` at once (each at least
+    as much as the init container, and that zone is the init container's): each then finds room
+    there and :func:`_containers_in_turn` has nothing to refuse. (Not to be asked where the init
+    container's memory can refuse: restricted with a forced container.)
+
+    A container asking for memory the row aligns may be placed only in a zone outside multi-NUMA
+    memory groups; the zones are read in place when no zone of the asked rows is in such a group,
+    and the walk is left to decide otherwise."""
+    split = table.zone_split()
+    if split.any() and take_rows(split, rows).any():
+        return False
+    names, _ = request.stacked
+    walk = [request.stacked_lists[i] for i, kind in request.walk if kind != _INIT]
+    init = next((request.stacked_lists[i] for i, kind in request.walk if kind == _INIT), None)
+    totals = [sum(col) for col in zip(*walk)]
+
+    def first_room(needs: list[int]) -> np.ndarray:
+        use = [j for j in asked if needs[j]]
+        return rowloops.first_zone_holding(table.zone_valid(), [table.zone_free(names[j]) for j in use],
+                                           [np.where(aligned[j], needs[j], _ANY_AMOUNT) for j in use], rows)
+
+    room = first_room(totals if init is None else [max(t, n) for t, n in zip(totals, init)])
+    roomy = room < len(table.zone_valid())
+    if init is not None:
+        roomy &= room == first_room(init)
+    return bool(roomy.all())
 
 
 def _lenient_memory(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
