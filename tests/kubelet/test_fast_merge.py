@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from itertools import combinations
 
 import numpy as np
@@ -261,22 +260,19 @@ def large_machine_answers(numa: int, *, common_preferred: bool) -> list[dict[str
 
 
 @pytest.mark.parametrize("common_preferred", [True, False], ids=["preferred-found", "non-preferred-search"])
-def test_64_numa_nodes_four_providers_within_10ms(common_preferred):
+def test_64_numa_nodes_four_providers_are_decided(common_preferred):
+    """Far beyond what the exhaustive walk could visit, the fast merge decides. Its time (issue 3's
+    10 ms) is measured by ``benchmarks/topology_manager.py``: tests assert no time."""
     providers = large_machine_answers(64, common_preferred=common_preferred)
     permutations = math.prod(len(h) for p in providers for h in p.values())
-    assert permutations > 10**7  # far beyond what the exhaustive walk could visit
-    samples = []
-    for _ in range(7):
-        start = time.perf_counter()
-        hint, admit = fast_merge_hints("best-effort", range(64), providers)
-        samples.append(time.perf_counter() - start)
+    assert permutations > 10**7
+    hint, admit = fast_merge_hints("best-effort", range(64), providers)
     if common_preferred:
         assert (hint, admit) == (TopologyHint(frozenset({0}), True), True)
     else:
         # No node is preferred by all four; the target width is 1 and node 0 is reachable
         # (its own single node ANDed with the (0, 1) pairs of the others).
         assert (hint, admit) == (TopologyHint(frozenset({0}), False), True)
-    assert min(samples) <= 0.010, f"fast merge took {min(samples) * 1000:.1f} ms"
 
 
 def test_large_machine_matches_exhaustive_when_it_is_affordable():

@@ -275,14 +275,10 @@ def test_distances_are_hwloc_numa_latencies_scaled_to_local_10(pair: tuple[Machi
         assert dict(machine.numa(i).distances) == {j: int(10 * d / local + 0.5) for j, d in row.items()}
 
 
-def test_largest_export_reads_fast(folder: Path) -> None:
-    import time
-
-    path = folder / "192em64t-24n8c2t.xml"
-    read_hwloc_xml(path)  # warm the page cache and imports
-    start = time.perf_counter()
-    machine = read_hwloc_xml(path)
-    elapsed = time.perf_counter() - start
+def test_largest_export_reads_whole(folder: Path) -> None:
+    """The 384-thread SGI UV export, whole: 24 NUMA nodes of 8 two-thread cores. How fast it reads
+    (issue 2's 200 ms) is measured by ``benchmarks/topology_readers.py``: tests assert no time."""
+    machine = read_hwloc_xml(folder / "192em64t-24n8c2t.xml")
     assert len(machine.cpus) == 384
-    # The issue's target is 200 ms; a generous bound keeps a loaded CI machine from flaking.
-    assert elapsed < 0.5, f"{elapsed * 1000:.0f} ms"
+    assert len(machine.numa_nodes) == 24
+    assert all(len(node.cpus) == 16 for node in machine.numa_nodes)
