@@ -332,7 +332,7 @@ def test_refusals_are_booked_as_numpy_books_them(size: int, with_at: bool, with_
     (lambda: compiled.short_bits([np.zeros((2, 3), dtype=np.int64)], [0], np.empty(3, dtype=np.int64)), "dimensions"),
     (lambda: compiled.short_bits([np.zeros(6, dtype=np.int64)[::2]], [0], np.empty(3, dtype=np.int64)), "not contiguous"),
     (lambda: compiled.short_bits([np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)],
-                                 np.empty(3, dtype=np.int64)), "least: numbers"),
+                                 np.empty(3, dtype=np.int64)), "least amounts \\(numbers\\)"),
     (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [np.zeros((2, 4), dtype=np.int64)], [1],
                                          np.empty(3, dtype=np.int64)), "shapes disagree"),
     (lambda: compiled.first_zone_holding(np.ones((2, 3), dtype=bool), [], [1], np.empty(3, dtype=np.int64)),

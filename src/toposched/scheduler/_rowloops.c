@@ -33,14 +33,45 @@ typedef struct {
     int held;
 } Array;
 
-static void release(Array *arrays, int count)
+#define MAX_ARRAYS 64                     /* arrays in one sequence argument */
+#define MAX_HELD (3 * MAX_ARRAYS + 16)    /* arrays one call holds */
+
+/* What one call holds: the buffers it took (released together by call_end) and one scratch buffer. */
+typedef struct {
+    Array held[MAX_HELD];
+    int count;
+    void *scratch;
+} Call;
+
+/* Starts a call of `nargs` arguments; 0 with TypeError (`usage`) when they are not least to most. */
+static int call_begin(Call *c, Py_ssize_t nargs, Py_ssize_t least, Py_ssize_t most, const char *usage)
 {
-    for (int i = 0; i < count; i++) {
-        if (arrays[i].held) {
-            PyBuffer_Release(&arrays[i].view);
-            arrays[i].held = 0;
-        }
+    c->count = 0;
+    c->scratch = NULL;
+    if (nargs < least || nargs > most) {
+        PyErr_Format(PyExc_TypeError, "%s", usage);
+        return 0;
     }
+    return 1;
+}
+
+/* Releases what the call holds and returns `result` (NULL: the error set stands). */
+static PyObject *call_end(Call *c, PyObject *result)
+{
+    for (int i = 0; i < c->count; i++)
+        if (c->held[i].held)
+            PyBuffer_Release(&c->held[i].view);
+    PyMem_Free(c->scratch);
+    return result;
+}
+
+/* The call's scratch buffer of `bytes` (one per call), or NULL with MemoryError. */
+static void *call_scratch(Call *c, size_t bytes)
+{
+    c->scratch = PyMem_Malloc(bytes > 0 ? bytes : 1);
+    if (c->scratch == NULL)
+        PyErr_NoMemory();
+    return c->scratch;
 }
 
 /* kind: 'i' int64, 'd' float64, 'b' bool (one byte). */
@@ -60,33 +91,135 @@ static int format_matches(const Py_buffer *view, char kind)
     return 0;
 }
 
-/* Takes `obj` as an array of `ndim` dimensions of `kind`, its last axis contiguous unless any_stride. */
-static int take_strided(PyObject *obj, Array *out, int ndim, char kind, int writable, int any_stride, const char *name)
+/* `obj` as an array of `ndim` dimensions of `kind` (writable: an output), its last axis contiguous
+ * unless any_stride; held by the call. NULL with ValueError naming `name` when it is not. */
+static Py_buffer *take(Call *c, PyObject *obj, int ndim, char kind, int writable, int any_stride, const char *name)
 {
-    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &out->view, flags) < 0)
-        return -1;
-    out->held = 1;
-    const Py_buffer *v = &out->view;
+    if (c->count >= MAX_HELD) {
+        PyErr_Format(PyExc_ValueError, "%s: more than %d arrays in one call", name, MAX_HELD);
+        return NULL;
+    }
+    Array *a = &c->held[c->count++];
+    a->held = 0;
+    if (PyObject_GetBuffer(obj, &a->view, PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return NULL;
+    a->held = 1;
+    Py_buffer *v = &a->view;
     if (v->ndim != ndim) {
         PyErr_Format(PyExc_ValueError, "%s: %d dimensions, expected %d", name, v->ndim, ndim);
-        return -1;
+        return NULL;
     }
     if (!format_matches(v, kind)) {
         PyErr_Format(PyExc_ValueError, "%s: item type %s of %zd bytes is not the expected one", name,
                      v->format ? v->format : "B", v->itemsize);
-        return -1;
+        return NULL;
     }
     if (!any_stride && ndim > 0 && v->shape[ndim - 1] > 1 && v->strides[ndim - 1] != v->itemsize) {
         PyErr_Format(PyExc_ValueError, "%s: its last axis is not contiguous", name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Each item of the sequence `seq` as an array (see take) into views[0..*count). */
+static int take_each(Call *c, PyObject *seq, Py_buffer **views, Py_ssize_t *count, int ndim, char kind, int any_stride,
+                     const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, name);
+    if (fast == NULL)
         return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int status = 0;
+    if (n > MAX_ARRAYS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd arrays, at most %d", name, n, MAX_ARRAYS);
+        status = -1;
+    }
+    for (Py_ssize_t i = 0; status == 0 && i < n; i++)
+        if ((views[i] = take(c, PySequence_Fast_GET_ITEM(fast, i), ndim, kind, 0, any_stride, name)) == NULL)
+            status = -1;
+    *count = status == 0 ? n : 0;
+    Py_DECREF(fast);
+    return status;
+}
+
+/* An amount per row: one number for every row (scalar) or an int64 array over the rows. */
+typedef struct {
+    int64_t scalar;
+    const int64_t *per_row;
+    Py_ssize_t length;
+} Amount;
+
+static int take_amounts(Call *c, PyObject *seq, Amount *amounts, Py_ssize_t *count, const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, name);
+    if (fast == NULL)
+        return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int status = 0;
+    if (n > MAX_ARRAYS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd amounts, at most %d", name, n, MAX_ARRAYS);
+        status = -1;
+    }
+    for (Py_ssize_t i = 0; status == 0 && i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        amounts[i] = (Amount){0, NULL, 0};
+        if (PyLong_Check(item)) {
+            amounts[i].scalar = PyLong_AsLongLong(item);
+            if (amounts[i].scalar == -1 && PyErr_Occurred())
+                status = -1;
+        } else {
+            const Py_buffer *v = take(c, item, 1, 'i', 0, 0, name);
+            if (v == NULL)
+                status = -1;
+            else
+                amounts[i] = (Amount){0, (const int64_t *)v->buf, v->shape[0]};
+        }
+    }
+    *count = status == 0 ? n : 0;
+    Py_DECREF(fast);
+    return status;
+}
+
+static inline int64_t amount(const Amount *a, Py_ssize_t row)
+{
+    return a->per_row ? a->per_row[row] : a->scalar;
+}
+
+/* The asked rows: an int64 index into `size` rows (each checked), or every row in order (None). */
+static int take_rows(Call *c, PyObject *obj, const int64_t **index, Py_ssize_t *count, Py_ssize_t size, const char *name)
+{
+    *index = NULL;
+    *count = size;
+    if (obj == Py_None)
+        return 0;
+    const Py_buffer *v = take(c, obj, 1, 'i', 0, 0, name);
+    if (v == NULL)
+        return -1;
+    *index = (const int64_t *)v->buf;
+    *count = v->shape[0];
+    for (Py_ssize_t j = 0; j < *count; j++) {
+        if ((*index)[j] < 0 || (*index)[j] >= size) {
+            PyErr_Format(PyExc_ValueError, "%s: row %lld is not among the %zd rows", name, (long long)(*index)[j], size);
+            return -1;
+        }
     }
     return 0;
 }
 
-static int take_array(PyObject *obj, Array *out, int ndim, char kind, int writable, const char *name)
+/* Takes args[i] as specs[i] says, for a function of fixed arrays. */
+typedef struct {
+    const char *name;
+    int ndim;
+    char kind;
+    int writable;
+} Spec;
+
+static int take_all(Call *c, PyObject *const *args, const Spec *specs, int count, int any_stride, Py_buffer **views)
 {
-    return take_strided(obj, out, ndim, kind, writable, 0, name);
+    for (int i = 0; i < count; i++)
+        if ((views[i] = take(c, args[i], specs[i].ndim, specs[i].kind, specs[i].writable, any_stride, specs[i].name)) == NULL)
+            return -1;
+    return 0;
 }
 
 static inline const char *at2(const Py_buffer *v, Py_ssize_t i)
@@ -106,80 +239,11 @@ static int expect(int ok, const char *what)
     return ok;
 }
 
-/* ---- sequences of arrays, and amounts that are a number or one per row ------------------------ */
-
-#define MAX_ARRAYS 64
-
-/* Takes each item of the sequence `seq` as an array (see take_array) into arrays[0..*count). */
-static int take_arrays(PyObject *seq, Array *arrays, Py_ssize_t *count, int ndim, char kind, int any_stride,
-                       const char *name)
-{
-    PyObject *fast = PySequence_Fast(seq, name);
-    if (fast == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    if (n > MAX_ARRAYS) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd arrays, at most %d", name, n, MAX_ARRAYS);
-        Py_DECREF(fast);
-        return -1;
-    }
-    *count = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (take_strided(PySequence_Fast_GET_ITEM(fast, i), &arrays[i], ndim, kind, 0, any_stride, name) < 0) {
-            *count = i + 1;
-            Py_DECREF(fast);
-            return -1;
-        }
-    }
-    *count = n;
-    Py_DECREF(fast);
-    return 0;
-}
-
-/* An amount per row: one number for every row (scalar) or an int64 array over the rows. */
-typedef struct {
-    int64_t scalar;
-    const int64_t *per_row;
-} Amount;
-
-static int take_amounts(PyObject *seq, Amount *amounts, Array *arrays, Py_ssize_t *count, const char *name)
-{
-    PyObject *fast = PySequence_Fast(seq, name);
-    if (fast == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    if (n > MAX_ARRAYS) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd amounts, at most %d", name, n, MAX_ARRAYS);
-        Py_DECREF(fast);
-        return -1;
-    }
-    *count = n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
-        amounts[i].per_row = NULL;
-        amounts[i].scalar = 0;
-        if (PyLong_Check(item)) {
-            amounts[i].scalar = PyLong_AsLongLong(item);
-            if (amounts[i].scalar == -1 && PyErr_Occurred()) {
-                Py_DECREF(fast);
-                return -1;
-            }
-        } else {
-            if (take_array(item, &arrays[i], 1, 'i', 0, name) < 0) {
-                Py_DECREF(fast);
-                return -1;
-            }
-            amounts[i].per_row = (const int64_t *)arrays[i].view.buf;
-        }
-    }
-    Py_DECREF(fast);
-    return 0;
-}
-
-static inline int64_t amount(const Amount *a, Py_ssize_t row)
-{
-    return a->per_row ? a->per_row[row] : a->scalar;
-}
+#define EL1(v, i) (*(const int64_t *)((const char *)(v)->buf + (i) * (v)->strides[0]))
+#define EL2(v, i, j) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+#define EL3(v, i, j, k) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1] + (k) * (v)->strides[2]))
+#define B1(v, i) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0]))
+#define B2(v, i, j) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
 
 /* ---- the vectorised loops ----------------------------------------------------------------------- */
 
@@ -235,27 +299,6 @@ ROW_LOOP void fit_term_float(int64_t *total, int most, const int64_t *v, const i
     }
 }
 
-/* ---- zones holding a request ------------------------------------------------------------------ */
-
-/* An optional index array (None: every row in order), checked against the rows it indexes. */
-static int take_index(PyObject *obj, Array *out, const int64_t **index, Py_ssize_t *count, Py_ssize_t size, const char *name)
-{
-    *index = NULL;
-    if (obj == Py_None)
-        return 0;
-    if (take_array(obj, out, 1, 'i', 0, name) < 0)
-        return -1;
-    *index = (const int64_t *)out->view.buf;
-    *count = out->view.shape[0];
-    for (Py_ssize_t j = 0; j < *count; j++) {
-        if ((*index)[j] < 0 || (*index)[j] >= size) {
-            PyErr_Format(PyExc_ValueError, "%s: row %lld is not among the %zd rows", name, (long long)(*index)[j], size);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 ROW_LOOP void gather_flags(unsigned char *dst, const unsigned char *src, const int64_t *index, Py_ssize_t n)
 {
     for (Py_ssize_t j = 0; j < n; j++)
@@ -281,6 +324,23 @@ ROW_LOOP void mask_at_least_at(unsigned char *fits, const int64_t *free, const i
     }
 }
 
+/* `a` at the asked rows: `a` itself for every row, else gathered into `buffer`. */
+static const int64_t *asked(const int64_t *a, const int64_t *index, Py_ssize_t n, int64_t *buffer)
+{
+    if (index == NULL)
+        return a;
+    gather_int64(buffer, a, index, n);
+    return buffer;
+}
+
+ROW_LOOP void mark_short(int64_t *pattern, const int64_t *a, int64_t least, int bit, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        pattern[j] |= (int64_t)(a[j] < least) << bit;
+}
+
+/* ---- zones holding a request ------------------------------------------------------------------ */
+
 PyDoc_STRVAR(first_zone_holding_doc,
 "first_zone_holding(valid, frees, needs, out, rows=None)\n\n"
 "Per asked row, the first zone slot that is valid and holds every need: frees[r][zone, row] >= needs[r]\n"
@@ -288,98 +348,98 @@ PyDoc_STRVAR(first_zone_holding_doc,
 "valid is zones x rows (bool), each of frees zones x rows (int64); rows the asked rows (int64), None for\n"
 "every row in order; out one int64 per asked row.");
 
-static PyObject *first_zone_holding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *first_zone_holding(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "first_zone_holding takes valid, frees, needs, out and rows");
+    Call c;
+    if (!call_begin(&c, nargs, 4, 5, "first_zone_holding takes valid, frees, needs, out and rows"))
         return NULL;
-    }
-    Array valid = {{0}}, out = {{0}}, index_array = {{0}}, frees[MAX_ARRAYS] = {{{0}}}, need_arrays[MAX_ARRAYS] = {{{0}}};
+    Py_buffer *frees[MAX_ARRAYS];
     Amount needs[MAX_ARRAYS];
-    Py_ssize_t n_frees = 0, n_needs = 0;
+    Py_ssize_t n_frees = 0, n_needs = 0, n = 0;
     const int64_t *index = NULL;
-    unsigned char *fits = NULL;
-    PyObject *result = NULL;
-    if (take_strided(args[0], &valid, 2, 'b', 0, 1, "valid") < 0 || take_array(args[3], &out, 1, 'i', 1, "out") < 0
-        || take_arrays(args[1], frees, &n_frees, 2, 'i', 1, "frees") < 0
-        || take_amounts(args[2], needs, need_arrays, &n_needs, "needs") < 0)
-        goto done;
-    const Py_ssize_t zones = valid.view.shape[0], size = valid.view.shape[1];
-    Py_ssize_t n = size;
-    if (take_index(nargs == 5 ? args[4] : Py_None, &index_array, &index, &n, size, "rows") < 0)
-        goto done;
-    if (!expect(n_frees == n_needs, "as many needs as frees") || !expect(out.view.shape[0] == n, "out and the asked rows"))
-        goto done;
-    for (Py_ssize_t r = 0; r < n_frees; r++) {
-        if (!expect(frees[r].view.shape[0] == zones && frees[r].view.shape[1] == size, "frees and valid")
-            || !expect(!needs[r].per_row || need_arrays[r].view.shape[0] == n, "needs and the asked rows"))
-            goto done;
-    }
-    int64_t *first = (int64_t *)out.view.buf;
-    int contiguous = valid.view.strides[1] == 1 || size < 2;
+    const Py_buffer *valid = take(&c, args[0], 2, 'b', 0, 1, "valid");
+    const Py_buffer *out = valid ? take(&c, args[3], 1, 'i', 1, 0, "out") : NULL;
+    if (out == NULL || take_each(&c, args[1], frees, &n_frees, 2, 'i', 1, "frees") < 0
+        || take_amounts(&c, args[2], needs, &n_needs, "needs") < 0)
+        return call_end(&c, NULL);
+    const Py_ssize_t zones = valid->shape[0], size = valid->shape[1];
+    if (take_rows(&c, nargs == 5 ? args[4] : Py_None, &index, &n, size, "rows") < 0)
+        return call_end(&c, NULL);
+    if (!expect(n_frees == n_needs, "as many needs as frees") || !expect(out->shape[0] == n, "out and the asked rows"))
+        return call_end(&c, NULL);
     for (Py_ssize_t r = 0; r < n_frees; r++)
-        contiguous &= frees[r].view.strides[1] == 8 || size < 2;
+        if (!expect(frees[r]->shape[0] == zones && frees[r]->shape[1] == size, "frees and valid")
+            || !expect(!needs[r].per_row || needs[r].length == n, "needs and the asked rows"))
+            return call_end(&c, NULL);
+    int64_t *first = (int64_t *)out->buf;
+    int contiguous = valid->strides[1] == 1 || size < 2;
+    for (Py_ssize_t r = 0; r < n_frees; r++)
+        contiguous &= frees[r]->strides[1] == 8 || size < 2;
     if (!contiguous) {
         /* Gathered zones x rows blocks (fancy indexing lays them out rows-major): read through both strides. */
         for (Py_ssize_t j = 0; j < n; j++) {
             const Py_ssize_t row = index ? index[j] : j;
             Py_ssize_t z = 0;
             for (; z < zones; z++) {
-                if (!*((const unsigned char *)valid.view.buf + z * valid.view.strides[0] + row * valid.view.strides[1]))
+                if (!B2(valid, z, row))
                     continue;
                 Py_ssize_t r = 0;
-                for (; r < n_frees; r++)
-                    if (*(const int64_t *)((const char *)frees[r].view.buf + z * frees[r].view.strides[0]
-                                           + row * frees[r].view.strides[1]) < amount(&needs[r], j))
-                        break;
+                while (r < n_frees && EL2(frees[r], z, row) >= amount(&needs[r], j))
+                    r++;
                 if (r == n_frees)
                     break;
             }
             first[j] = z;
         }
-    } else {
-        /* Zone by zone, from the last: a row's first holding zone is the last one written. */
-        fits = PyMem_Malloc((size_t)(n > 0 ? n : 1));
-        if (fits == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        fill_int64(first, zones, n);
-        for (Py_ssize_t z = zones - 1; z >= 0; z--) {
-            const unsigned char *flags = (const unsigned char *)at2(&valid.view, z);
-            if (index)
-                gather_flags(fits, flags, index, n);
-            else
-                memcpy(fits, flags, (size_t)n);
-            for (Py_ssize_t r = 0; r < n_frees; r++) {
-                const int64_t *free = (const int64_t *)at2(&frees[r].view, z);
-                if (index)
-                    mask_at_least_at(fits, free, index, needs[r].per_row, needs[r].scalar, n);
-                else
-                    mask_at_least(fits, free, needs[r].per_row, needs[r].scalar, n);
-            }
-            mark_first(first, fits, z, n);
-        }
+        return call_end(&c, Py_NewRef(Py_None));
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyMem_Free(fits);
-    release(&valid, 1);
-    release(&out, 1);
-    release(&index_array, 1);
-    release(frees, (int)n_frees);
-    release(need_arrays, (int)n_needs);
-    return result;
+    /* Zone by zone, from the last: a row's first holding zone is the last one written. */
+    unsigned char *fits = call_scratch(&c, (size_t)n);
+    if (fits == NULL)
+        return call_end(&c, NULL);
+    fill_int64(first, zones, n);
+    for (Py_ssize_t z = zones - 1; z >= 0; z--) {
+        const unsigned char *flags = (const unsigned char *)at2(valid, z);
+        if (index)
+            gather_flags(fits, flags, index, n);
+        else
+            memcpy(fits, flags, (size_t)n);
+        for (Py_ssize_t r = 0; r < n_frees; r++) {
+            const int64_t *zone = (const int64_t *)at2(frees[r], z);
+            if (index)
+                mask_at_least_at(fits, zone, index, needs[r].per_row, needs[r].scalar, n);
+            else
+                mask_at_least(fits, zone, needs[r].per_row, needs[r].scalar, n);
+        }
+        mark_first(first, fits, z, n);
+    }
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 /* ---- NodeResourcesFit --------------------------------------------------------------------------- */
 
-ROW_LOOP void mark_short(int64_t *pattern, const int64_t *a, int64_t least, int bit, Py_ssize_t rows)
+/* Per-row arrays of one length with a number each (as many numbers as arrays), and the asked rows of
+ * them: what short_bits and fit_score share. */
+static int take_columns(Call *c, PyObject *seq, Py_buffer **views, Py_ssize_t *count, PyObject *rows_arg,
+                        const int64_t **index, Py_ssize_t *n, const char *name)
 {
-    for (Py_ssize_t j = 0; j < rows; j++)
-        pattern[j] |= (int64_t)(a[j] < least) << bit;
+    if (take_each(c, seq, views, count, 1, 'i', 0, name) < 0)
+        return -1;
+    if (!expect(*count > 0, "at least one array"))
+        return -1;
+    const Py_ssize_t size = views[0]->shape[0];
+    for (Py_ssize_t r = 1; r < *count; r++)
+        if (!expect(views[r]->shape[0] == size, "arrays of one length"))
+            return -1;
+    return take_rows(c, rows_arg, index, n, size, "rows");
+}
+
+static int numbers_only(const Amount *amounts, Py_ssize_t count, Py_ssize_t expected, const char *what)
+{
+    int ok = count == expected;
+    for (Py_ssize_t r = 0; ok && r < count; r++)
+        ok = amounts[r].per_row == NULL;
+    return expect(ok, what);
 }
 
 PyDoc_STRVAR(short_bits_doc,
@@ -388,56 +448,30 @@ PyDoc_STRVAR(short_bits_doc,
 "least numbers, at most 63 arrays); out int64 per asked row, 0 where the row has every least amount.\n"
 "rows: the asked rows (int64), None for every row in order.");
 
-static PyObject *short_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *short_bits(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "short_bits takes arrays, least, out and rows");
+    Call c;
+    if (!call_begin(&c, nargs, 3, 4, "short_bits takes arrays, least, out and rows"))
         return NULL;
-    }
-    Array out = {{0}}, index_array = {{0}}, arrays[MAX_ARRAYS] = {{{0}}}, unused[MAX_ARRAYS] = {{{0}}};
+    Py_buffer *arrays[MAX_ARRAYS];
     Amount least[MAX_ARRAYS];
-    Py_ssize_t n_arrays = 0, n_least = 0;
+    Py_ssize_t n_arrays = 0, n_least = 0, n = 0;
     const int64_t *index = NULL;
-    int64_t *gathered = NULL;
-    PyObject *result = NULL;
-    if (take_array(args[2], &out, 1, 'i', 1, "out") < 0 || take_arrays(args[0], arrays, &n_arrays, 1, 'i', 0, "arrays") < 0
-        || take_amounts(args[1], least, unused, &n_least, "least") < 0)
-        goto done;
-    if (!expect(n_arrays == n_least && n_arrays <= 63 && n_arrays > 0, "as many least amounts as arrays, 1 to 63"))
-        goto done;
-    const Py_ssize_t size = arrays[0].view.shape[0];
-    Py_ssize_t n = size;
-    if (take_index(nargs == 4 ? args[3] : Py_None, &index_array, &index, &n, size, "rows") < 0)
-        goto done;
-    if (!expect(out.view.shape[0] == n, "out and the asked rows"))
-        goto done;
-    for (Py_ssize_t r = 0; r < n_arrays; r++)
-        if (!expect(arrays[r].view.shape[0] == size && !least[r].per_row, "arrays of one length (least: numbers)"))
-            goto done;
-    if (index && (gathered = PyMem_Malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int64_t *pattern = (int64_t *)out.view.buf;
+    const Py_buffer *out = take(&c, args[2], 1, 'i', 1, 0, "out");
+    if (out == NULL || take_columns(&c, args[0], arrays, &n_arrays, nargs == 4 ? args[3] : Py_None, &index, &n, "arrays") < 0
+        || take_amounts(&c, args[1], least, &n_least, "least") < 0)
+        return call_end(&c, NULL);
+    if (!numbers_only(least, n_least, n_arrays, "as many least amounts (numbers) as arrays")
+        || !expect(n_arrays <= 63, "at most 63 arrays") || !expect(out->shape[0] == n, "out and the asked rows"))
+        return call_end(&c, NULL);
+    int64_t *gathered = index ? call_scratch(&c, sizeof(int64_t) * (size_t)n) : NULL;
+    if (index && gathered == NULL)
+        return call_end(&c, NULL);
+    int64_t *pattern = (int64_t *)out->buf;
     fill_int64(pattern, 0, n);
-    for (Py_ssize_t r = 0; r < n_arrays; r++) {
-        const int64_t *a = (const int64_t *)arrays[r].view.buf;
-        if (index) {
-            gather_int64(gathered, a, index, n);
-            a = gathered;
-        }
-        mark_short(pattern, a, least[r].scalar, (int)r, n);
-    }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyMem_Free(gathered);
-    release(&out, 1);
-    release(&index_array, 1);
-    release(arrays, (int)n_arrays);
-    release(unused, (int)n_least);
-    return result;
+    for (Py_ssize_t r = 0; r < n_arrays; r++)
+        mark_short(pattern, asked((const int64_t *)arrays[r]->buf, index, n, gathered), least[r].scalar, (int)r, n);
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 /* floor(n / d) for 0 <= n and 1 <= d: by a float division where both are below 2**52 (exact there,
@@ -477,57 +511,41 @@ PyDoc_STRVAR(fit_score_doc,
 "times its weight, summed, integer-divided by the weights' sum. Arrays int64 over the rows; out one\n"
 "int64 per asked row; rows the asked rows (int64), None for every row in order.");
 
-static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *fit_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 6 && nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "fit_score takes most, used_or_free, allocs, wants, weights, out and rows");
+    Call c;
+    if (!call_begin(&c, nargs, 6, 7, "fit_score takes most, used_or_free, allocs, wants, weights, out and rows"))
         return NULL;
-    }
-    Array out = {{0}}, index_array = {{0}}, values[MAX_ARRAYS] = {{{0}}}, allocs[MAX_ARRAYS] = {{{0}}};
-    Array unused_w[MAX_ARRAYS] = {{{0}}}, unused_k[MAX_ARRAYS] = {{{0}}};
+    Py_buffer *values[MAX_ARRAYS], *allocs[MAX_ARRAYS];
     Amount wants[MAX_ARRAYS], weights[MAX_ARRAYS];
-    Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0;
-    const int64_t *index = NULL;
-    int64_t *gathered = NULL;
-    PyObject *result = NULL;
-    int most = PyObject_IsTrue(args[0]);
-    if (most < 0 || take_array(args[5], &out, 1, 'i', 1, "out") < 0
-        || take_arrays(args[1], values, &n_values, 1, 'i', 0, "used_or_free") < 0
-        || take_arrays(args[2], allocs, &n_allocs, 1, 'i', 0, "allocs") < 0
-        || take_amounts(args[3], wants, unused_w, &n_wants, "wants") < 0
-        || take_amounts(args[4], weights, unused_k, &n_weights, "weights") < 0)
-        goto done;
-    if (!expect(n_values == n_allocs && n_values == n_wants && n_values == n_weights && n_values > 0,
-                "one array, allocatable, want and weight per resource"))
-        goto done;
-    const Py_ssize_t size = values[0].view.shape[0];
-    Py_ssize_t n = size;
-    if (take_index(nargs == 7 ? args[6] : Py_None, &index_array, &index, &n, size, "rows") < 0)
-        goto done;
-    if (!expect(out.view.shape[0] == n, "out and the asked rows"))
-        goto done;
+    Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0, n = 0, n_alloc_rows = 0;
+    const int64_t *index = NULL, *alloc_index = NULL;
+    PyObject *rows_arg = nargs == 7 ? args[6] : Py_None;
+    const int most = PyObject_IsTrue(args[0]);
+    const Py_buffer *out = most < 0 ? NULL : take(&c, args[5], 1, 'i', 1, 0, "out");
+    if (out == NULL || take_columns(&c, args[1], values, &n_values, rows_arg, &index, &n, "used_or_free") < 0
+        || take_columns(&c, args[2], allocs, &n_allocs, rows_arg, &alloc_index, &n_alloc_rows, "allocs") < 0
+        || take_amounts(&c, args[3], wants, &n_wants, "wants") < 0 || take_amounts(&c, args[4], weights, &n_weights, "weights") < 0)
+        return call_end(&c, NULL);
+    if (!expect(n_allocs == n_values && values[0]->shape[0] == allocs[0]->shape[0], "one allocatable array per array")
+        || !numbers_only(wants, n_wants, n_values, "one want (a number) per array")
+        || !numbers_only(weights, n_weights, n_values, "one weight (a number) per array")
+        || !expect(out->shape[0] == n, "out and the asked rows"))
+        return call_end(&c, NULL);
     int64_t weight_sum = 0;
     for (Py_ssize_t r = 0; r < n_values; r++) {
-        if (!expect(values[r].view.shape[0] == size && allocs[r].view.shape[0] == size, "arrays of one length")
-            || !expect(!wants[r].per_row && !weights[r].per_row && weights[r].scalar > 0, "wants and weights: numbers, weights positive"))
-            goto done;
+        if (!expect(weights[r].scalar > 0, "weights positive"))
+            return call_end(&c, NULL);
         weight_sum += weights[r].scalar;
     }
-    if (index && (gathered = PyMem_Malloc(2 * sizeof(int64_t) * (size_t)(n > 0 ? n : 1))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int64_t *total = (int64_t *)out.view.buf;
+    int64_t *gathered = index ? call_scratch(&c, 2 * sizeof(int64_t) * (size_t)n) : NULL;
+    if (index && gathered == NULL)
+        return call_end(&c, NULL);
+    int64_t *total = (int64_t *)out->buf;
     fill_int64(total, 0, n);
     for (Py_ssize_t r = 0; r < n_values; r++) {
-        const int64_t *v = (const int64_t *)values[r].view.buf, *alloc = (const int64_t *)allocs[r].view.buf;
-        if (index) {
-            gather_int64(gathered, v, index, n);
-            gather_int64(gathered + n, alloc, index, n);
-            v = gathered;
-            alloc = gathered + n;
-        }
+        const int64_t *v = asked((const int64_t *)values[r]->buf, index, n, gathered);
+        const int64_t *alloc = asked((const int64_t *)allocs[r]->buf, index, n, index ? gathered + n : NULL);
         const int64_t want = wants[r].scalar, weight = weights[r].scalar;
         if (float_exact(v, alloc, most, n)) {
             fit_term_float(total, most, v, alloc, want, weight, n);
@@ -541,17 +559,7 @@ static PyObject *fit_score(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     for (Py_ssize_t j = 0; j < n; j++)
         total[j] /= weight_sum; /* never negative: a floor division */
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyMem_Free(gathered);
-    release(&out, 1);
-    release(&index_array, 1);
-    release(values, (int)n_values);
-    release(allocs, (int)n_allocs);
-    release(unused_w, (int)n_wants);
-    release(unused_k, (int)n_weights);
-    return result;
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 /* ---- ScarcityScore ------------------------------------------------------------------------- */
@@ -577,24 +585,19 @@ PyDoc_STRVAR(scarcity_loss_doc,
 "Shapes: before, after_totals (shapes x rows); quot, rem (2 x shapes x rows); take_q, take_r (2 x shapes);\n"
 "value (shapes, float64); able (rows, bool).");
 
-static PyObject *scarcity_loss(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *scarcity_loss(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "scarcity_loss takes 9 arrays");
+    static const Spec specs[9] = {{"before", 2, 'i', 0}, {"quot", 3, 'i', 0}, {"rem", 3, 'i', 0}, {"after_totals", 2, 'i', 0},
+                                  {"take_q", 2, 'i', 0}, {"take_r", 2, 'i', 0}, {"value", 1, 'd', 0}, {"able", 1, 'b', 0},
+                                  {"out", 1, 'i', 1}};
+    Call c;
+    if (!call_begin(&c, nargs, 9, 9, "scarcity_loss takes 9 arrays"))
         return NULL;
-    }
-    Array a[9] = {{{0}}};
-    static const char *names[9] = {"before", "quot", "rem", "after_totals", "take_q", "take_r", "value", "able", "out"};
-    static const int dims[9] = {2, 3, 3, 2, 2, 2, 1, 1, 1};
-    static const char kinds[9] = {'i', 'i', 'i', 'i', 'i', 'i', 'd', 'b', 'i'};
-    double *loss = NULL;
-    for (int i = 0; i < 9; i++)
-        if (take_array(args[i], &a[i], dims[i], kinds[i], i == 8, names[i]) < 0)
-            goto fail;
-    const Py_buffer *before = &a[0].view, *quot = &a[1].view, *rem = &a[2].view, *after_totals = &a[3].view;
-    const Py_buffer *take_q = &a[4].view, *take_r = &a[5].view, *value = &a[6].view, *able = &a[7].view;
-    Py_buffer *out = &a[8].view;
+    Py_buffer *a[9];
+    if (take_all(&c, args, specs, 9, 0, a) < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *before = a[0], *quot = a[1], *rem = a[2], *after_totals = a[3], *take_q = a[4], *take_r = a[5];
+    const Py_buffer *value = a[6], *able = a[7], *out = a[8];
     const Py_ssize_t shapes = before->shape[0], rows = before->shape[1];
     if (!expect(after_totals->shape[0] == shapes && after_totals->shape[1] == rows, "after_totals and before")
         || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == rows, "quot and before")
@@ -603,16 +606,12 @@ static PyObject *scarcity_loss(PyObject *self, PyObject *const *args, Py_ssize_t
         || !expect(take_r->shape[0] == 2 && take_r->shape[1] == shapes, "take_r and before")
         || !expect(value->shape[0] == shapes, "value and before")
         || !expect(able->shape[0] == rows && out->shape[0] == rows, "able, out and before"))
-        goto fail;
-    if (rows == 0) {
-        release(a, 9);
-        Py_RETURN_NONE;
-    }
-    loss = PyMem_Malloc(sizeof(double) * (size_t)rows);
-    if (loss == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
+        return call_end(&c, NULL);
+    double *loss = call_scratch(&c, sizeof(double) * (size_t)rows);
+    if (loss == NULL)
+        return call_end(&c, NULL);
+    if (shapes == 0)
+        memset(loss, 0, sizeof(double) * (size_t)rows);
     for (Py_ssize_t k = 0; k < shapes; k++) {
         const int64_t *q0 = (const int64_t *)at3(quot, 0, k), *q1 = (const int64_t *)at3(quot, 1, k);
         const int64_t *r0 = (const int64_t *)at3(rem, 0, k), *r1 = (const int64_t *)at3(rem, 1, k);
@@ -624,19 +623,11 @@ static PyObject *scarcity_loss(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     const unsigned char *ok = (const unsigned char *)able->buf;
     int64_t *dst = (int64_t *)out->buf;
-    if (shapes == 0)
-        memset(loss, 0, sizeof(double) * (size_t)rows);
     for (Py_ssize_t j = 0; j < rows; j++) {
         double x = loss[j] > 0.0 ? loss[j] * 1e6 : 0.0;
         dst[j] = ok[j] ? round_half_even(x) : 0;
     }
-    PyMem_Free(loss);
-    release(a, 9);
-    Py_RETURN_NONE;
-fail:
-    PyMem_Free(loss);
-    release(a, 9);
-    return NULL;
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 /* a // b as Python and NumPy floor it (0 for b == 0, as NumPy's integer division gives). */
@@ -660,26 +651,21 @@ PyDoc_STRVAR(scarcity_rows_doc,
 "divmod(free_cm[c, r], need_cm[c, k]); holds[k, r] = min(totals[k, r], quot[0, k, r], quot[1, k, r]).\n"
 "zfree: columns x zones x rows; zvalid: zones x rows (bool); free: resources x rows; union, cm: int64 indexes.");
 
-static PyObject *scarcity_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 15) {
-        PyErr_SetString(PyExc_TypeError, "scarcity_rows takes 15 arrays");
+    static const Spec specs[15] = {{"rows", 1, 'i', 0}, {"zfree", 3, 'i', 0}, {"zvalid", 2, 'b', 0}, {"able", 1, 'b', 0},
+                                   {"free", 2, 'i', 0}, {"union", 1, 'i', 0}, {"cm", 1, 'i', 0}, {"need", 2, 'i', 0},
+                                   {"ignored", 2, 'b', 0}, {"need_cm", 2, 'i', 0}, {"totals", 2, 'i', 1},
+                                   {"free_cm", 2, 'i', 1}, {"holds", 2, 'i', 1}, {"quot", 3, 'i', 1}, {"rem", 3, 'i', 1}};
+    Call c;
+    if (!call_begin(&c, nargs, 15, 15, "scarcity_rows takes 15 arrays"))
         return NULL;
-    }
-    Array a[15] = {{{0}}};
-    static const char *names[15] = {"rows", "zfree", "zvalid", "able", "free", "union", "cm", "need", "ignored",
-                                    "need_cm", "totals", "free_cm", "holds", "quot", "rem"};
-    static const int dims[15] = {1, 3, 2, 1, 2, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3};
-    static const char kinds[15] = {'i', 'i', 'b', 'b', 'i', 'i', 'i', 'i', 'b', 'i', 'i', 'i', 'i', 'i', 'i'};
-    for (int i = 0; i < 15; i++)
-        if (take_strided(args[i], &a[i], dims[i], kinds[i], i >= 10, 1, names[i]) < 0)
-            goto fail;
-    const Py_buffer *rows = &a[0].view, *zfree = &a[1].view, *zvalid = &a[2].view, *able = &a[3].view;
-    const Py_buffer *free = &a[4].view, *uni = &a[5].view, *cm = &a[6].view, *need = &a[7].view;
-    const Py_buffer *ignored = &a[8].view, *need_cm = &a[9].view;
-    const Py_buffer *totals = &a[10].view, *free_cm = &a[11].view, *holds = &a[12].view, *quot = &a[13].view,
-                    *rem = &a[14].view;
+    Py_buffer *a[15];
+    if (take_all(&c, args, specs, 15, 1, a) < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *rows = a[0], *zfree = a[1], *zvalid = a[2], *able = a[3], *free = a[4], *uni = a[5], *cm = a[6];
+    const Py_buffer *need = a[7], *ignored = a[8], *need_cm = a[9];
+    const Py_buffer *totals = a[10], *free_cm = a[11], *holds = a[12], *quot = a[13], *rem = a[14];
     const Py_ssize_t n = rows->shape[0], zones = zvalid->shape[0], size = zvalid->shape[1];
     const Py_ssize_t shapes = need->shape[0], columns = need->shape[1], kept = totals->shape[1];
     if (!expect(zfree->shape[1] == zones && zfree->shape[2] == size, "zfree and zvalid")
@@ -691,28 +677,19 @@ static PyObject *scarcity_rows(PyObject *self, PyObject *const *args, Py_ssize_t
                    && free_cm->shape[0] == 2 && free_cm->shape[1] == kept, "the kept arrays")
         || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == kept && rem->shape[0] == 2
                    && rem->shape[1] == shapes && rem->shape[2] == kept, "the kept quotients"))
-        goto fail;
-    for (Py_ssize_t u = 0; u < columns; u++) {
-        int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
-        if (!expect(c >= 0 && c < zfree->shape[0], "a union column within zfree"))
-            goto fail;
-    }
-    for (Py_ssize_t c = 0; c < 2; c++) {
-        int64_t col = *(const int64_t *)((const char *)cm->buf + c * cm->strides[0]);
-        if (!expect(col >= 0 && col < free->shape[0], "cm within free"))
-            goto fail;
-    }
-#define EL2(v, i, j) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
-#define EL3(v, i, j, k) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1] + (k) * (v)->strides[2]))
-#define B2(v, i, j) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
-    for (Py_ssize_t i = 0; i < n; i++) { /* all checked before any is written */
-        const int64_t r = *(const int64_t *)((const char *)rows->buf + i * rows->strides[0]);
-        if (!expect(r >= 0 && r < size && r < kept, "rows within the table and the kept arrays"))
-            goto fail;
-    }
+        return call_end(&c, NULL);
+    for (Py_ssize_t u = 0; u < columns; u++)
+        if (!expect(EL1(uni, u) >= 0 && EL1(uni, u) < zfree->shape[0], "a union column within zfree"))
+            return call_end(&c, NULL);
+    for (Py_ssize_t k = 0; k < 2; k++)
+        if (!expect(EL1(cm, k) >= 0 && EL1(cm, k) < free->shape[0], "cm within free"))
+            return call_end(&c, NULL);
+    for (Py_ssize_t i = 0; i < n; i++) /* all checked before any is written */
+        if (!expect(EL1(rows, i) >= 0 && EL1(rows, i) < size && EL1(rows, i) < kept, "rows within the table and the kept arrays"))
+            return call_end(&c, NULL);
     for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t r = *(const int64_t *)((const char *)rows->buf + i * rows->strides[0]);
-        const int row_able = *((const unsigned char *)able->buf + i * able->strides[0]) != 0;
+        const int64_t r = EL1(rows, i);
+        const int row_able = B1(able, i) != 0;
         for (Py_ssize_t k = 0; k < shapes; k++) {
             int64_t total = 0;
             for (Py_ssize_t z = 0; z < zones && row_able; z++) {
@@ -722,39 +699,30 @@ static PyObject *scarcity_rows(PyObject *self, PyObject *const *args, Py_ssize_t
                 for (Py_ssize_t u = 0; u < columns; u++) {
                     if (B2(ignored, k, u))
                         continue;
-                    int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
-                    int64_t pods = floor_div(EL3(zfree, c, z, r), EL2(need, k, u));
+                    int64_t pods = floor_div(EL3(zfree, EL1(uni, u), z, r), EL2(need, k, u));
                     fewest = pods < fewest ? pods : fewest;
                 }
                 total += fewest;
             }
             EL2(totals, k, r) = total;
         }
-        for (Py_ssize_t c = 0; c < 2; c++) {
-            int64_t col = *(const int64_t *)((const char *)cm->buf + c * cm->strides[0]);
-            int64_t f = EL2(free, col, r);
-            EL2(free_cm, c, r) = f > 0 ? f : 0;
+        for (Py_ssize_t k = 0; k < 2; k++) {
+            int64_t f = EL2(free, EL1(cm, k), r);
+            EL2(free_cm, k, r) = f > 0 ? f : 0;
         }
         for (Py_ssize_t k = 0; k < shapes; k++) {
             int64_t held = EL2(totals, k, r);
-            for (Py_ssize_t c = 0; c < 2; c++) {
-                int64_t f = EL2(free_cm, c, r), d = EL2(need_cm, c, k);
-                int64_t q = floor_div(f, d);
-                EL3(quot, c, k, r) = q;
-                EL3(rem, c, k, r) = f - q * d;
+            for (Py_ssize_t f = 0; f < 2; f++) {
+                int64_t amount_free = EL2(free_cm, f, r), d = EL2(need_cm, f, k);
+                int64_t q = floor_div(amount_free, d);
+                EL3(quot, f, k, r) = q;
+                EL3(rem, f, k, r) = amount_free - q * d;
                 held = q < held ? q : held;
             }
             EL2(holds, k, r) = held;
         }
     }
-#undef EL2
-#undef EL3
-#undef B2
-    release(a, 15);
-    Py_RETURN_NONE;
-fail:
-    release(a, 15);
-    return NULL;
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 PyDoc_STRVAR(scarcity_zone_totals_doc,
@@ -765,43 +733,33 @@ PyDoc_STRVAR(scarcity_zone_totals_doc,
 "totals, out: shapes x asked rows; zfree: columns x zones x rows; need, ignored: shapes x len(union);\n"
 "taken: one int64 per union column; firsts: int64 and able: bool per asked row.");
 
-static PyObject *scarcity_zone_totals(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *scarcity_zone_totals(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 9 && nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "scarcity_zone_totals takes 9 arrays and the asked rows");
+    static const Spec specs[9] = {{"totals", 2, 'i', 0}, {"zfree", 3, 'i', 0}, {"union", 1, 'i', 0}, {"need", 2, 'i', 0},
+                                  {"ignored", 2, 'b', 0}, {"taken", 1, 'i', 0}, {"firsts", 1, 'i', 0}, {"able", 1, 'b', 0},
+                                  {"out", 2, 'i', 1}};
+    Call c;
+    if (!call_begin(&c, nargs, 9, 10, "scarcity_zone_totals takes 9 arrays and the asked rows"))
         return NULL;
-    }
-    Array a[9] = {{{0}}}, index_array = {{0}};
-    static const char *names[9] = {"totals", "zfree", "union", "need", "ignored", "taken", "firsts", "able", "out"};
-    static const int dims[9] = {2, 3, 1, 2, 2, 1, 1, 1, 2};
-    static const char kinds[9] = {'i', 'i', 'i', 'i', 'b', 'i', 'i', 'b', 'i'};
+    Py_buffer *a[9];
     const int64_t *index = NULL;
-    for (int i = 0; i < 9; i++)
-        if (take_strided(args[i], &a[i], dims[i], kinds[i], i == 8, 1, names[i]) < 0)
-            goto fail;
-    const Py_buffer *totals = &a[0].view, *zfree = &a[1].view, *uni = &a[2].view, *need = &a[3].view;
-    const Py_buffer *ignored = &a[4].view, *taken = &a[5].view, *firsts = &a[6].view, *able = &a[7].view;
-    Py_buffer *out = &a[8].view;
+    Py_ssize_t n = 0;
+    if (take_all(&c, args, specs, 9, 1, a) < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *totals = a[0], *zfree = a[1], *uni = a[2], *need = a[3], *ignored = a[4], *taken = a[5];
+    const Py_buffer *firsts = a[6], *able = a[7], *out = a[8];
     const Py_ssize_t shapes = totals->shape[0], zones = zfree->shape[1], size = zfree->shape[2];
     const Py_ssize_t columns = uni->shape[0];
-    Py_ssize_t n = size;
-    if (take_index(nargs == 10 ? args[9] : Py_None, &index_array, &index, &n, size, "rows") < 0)
-        goto fail;
+    if (take_rows(&c, nargs == 10 ? args[9] : Py_None, &index, &n, size, "rows") < 0)
+        return call_end(&c, NULL);
     if (!expect(totals->shape[1] == n && out->shape[0] == shapes && out->shape[1] == n, "totals, out and the asked rows")
         || !expect(need->shape[0] == shapes && need->shape[1] == columns && ignored->shape[0] == shapes
                    && ignored->shape[1] == columns && taken->shape[0] == columns, "need, ignored, taken and union")
         || !expect(firsts->shape[0] == n && able->shape[0] == n, "firsts, able and the asked rows"))
-        goto fail;
-    for (Py_ssize_t u = 0; u < columns; u++) {
-        int64_t c = *(const int64_t *)((const char *)uni->buf + u * uni->strides[0]);
-        if (!expect(c >= 0 && c < zfree->shape[0], "a union column within zfree"))
-            goto fail;
-    }
-#define EL1(v, i) (*(const int64_t *)((const char *)(v)->buf + (i) * (v)->strides[0]))
-#define EL2(v, i, j) (*(int64_t *)((char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
-#define B1(v, i) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0]))
-#define B2(v, i, j) (*((const unsigned char *)(v)->buf + (i) * (v)->strides[0] + (j) * (v)->strides[1]))
+        return call_end(&c, NULL);
+    for (Py_ssize_t u = 0; u < columns; u++)
+        if (!expect(EL1(uni, u) >= 0 && EL1(uni, u) < zfree->shape[0], "a union column within zfree"))
+            return call_end(&c, NULL);
     for (Py_ssize_t j = 0; j < n; j++) {
         const int64_t z = EL1(firsts, j);
         const int lowers = B1(able, j) && z >= 0 && z < zones;
@@ -813,9 +771,7 @@ static PyObject *scarcity_zone_totals(PyObject *self, PyObject *const *args, Py_
                 for (Py_ssize_t u = 0; u < columns; u++) {
                     if (B2(ignored, k, u))
                         continue;
-                    const int64_t d = EL2(need, k, u);
-                    const int64_t free_now = *(const int64_t *)((const char *)zfree->buf + EL1(uni, u) * zfree->strides[0]
-                                                                + z * zfree->strides[1] + row * zfree->strides[2]);
+                    const int64_t d = EL2(need, k, u), free_now = EL3(zfree, EL1(uni, u), z, row);
                     const int64_t b = floor_div(free_now, d), left = floor_div(free_now - EL1(taken, u), d);
                     before = b < before ? b : before;
                     after = left < after ? left : after;
@@ -825,17 +781,7 @@ static PyObject *scarcity_zone_totals(PyObject *self, PyObject *const *args, Py_
             EL2(out, k, j) = total;
         }
     }
-#undef EL1
-#undef EL2
-#undef B1
-#undef B2
-    release(a, 9);
-    release(&index_array, 1);
-    Py_RETURN_NONE;
-fail:
-    release(a, 9);
-    release(&index_array, 1);
-    return NULL;
+    return call_end(&c, Py_NewRef(Py_None));
 }
 
 /* ---- the framework: rows a filter refused ---------------------------------------------------------- */
@@ -847,46 +793,41 @@ PyDoc_STRVAR(refuse_doc,
 "of the rows it kept are written, in order, to the front of kept_pending and kept_at (None with at). Returns\n"
 "how many it kept. mask: bool; pending, at, codes, lut, verdict, kept_*: int64.");
 
-static PyObject *refuse(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *refuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "refuse takes mask, pending, at, verdict, reason, codes, lut, kept_pending, kept_at");
+    Call c;
+    if (!call_begin(&c, nargs, 9, 9, "refuse takes mask, pending, at, verdict, reason, codes, lut, kept_pending, kept_at"))
         return NULL;
-    }
-    Array mask = {{0}}, pending = {{0}}, at = {{0}}, verdict = {{0}}, codes = {{0}}, lut = {{0}}, kept_pending = {{0}},
-          kept_at = {{0}};
-    PyObject *result = NULL;
-    int64_t reason = 0;
     const int with_at = args[2] != Py_None, with_codes = args[5] != Py_None;
-    if (take_array(args[0], &mask, 1, 'b', 0, "mask") < 0 || take_array(args[1], &pending, 1, 'i', 0, "pending") < 0
-        || (with_at && take_array(args[2], &at, 1, 'i', 0, "at") < 0)
-        || take_array(args[3], &verdict, 1, 'i', 1, "verdict") < 0
-        || (with_codes && (take_array(args[5], &codes, 1, 'i', 0, "codes") < 0 || take_array(args[6], &lut, 1, 'i', 0, "lut") < 0))
-        || take_array(args[7], &kept_pending, 1, 'i', 1, "kept_pending") < 0
-        || (with_at && take_array(args[8], &kept_at, 1, 'i', 1, "kept_at") < 0))
-        goto done;
-    if (!with_codes) {
-        reason = PyLong_AsLongLong(args[4]);
-        if (reason == -1 && PyErr_Occurred())
-            goto done;
-    }
-    const Py_ssize_t n = mask.view.shape[0], size = verdict.view.shape[0];
-    if (!expect(pending.view.shape[0] == n && kept_pending.view.shape[0] >= n, "mask, pending and kept_pending")
-        || !expect(!with_at || (at.view.shape[0] == n && kept_at.view.shape[0] >= n), "mask, at and kept_at")
-        || !expect(!with_codes || codes.view.shape[0] == n, "mask and codes"))
-        goto done;
-    const unsigned char *ok = (const unsigned char *)mask.view.buf;
-    const int64_t *pos = (const int64_t *)pending.view.buf, *rows = with_at ? (const int64_t *)at.view.buf : NULL;
-    const int64_t *code = with_codes ? (const int64_t *)codes.view.buf : NULL, *table = with_codes ? (const int64_t *)lut.view.buf : NULL;
-    const Py_ssize_t texts = with_codes ? lut.view.shape[0] : 0;
-    int64_t *out = (int64_t *)verdict.view.buf, *keep = (int64_t *)kept_pending.view.buf;
-    int64_t *keep_at = with_at ? (int64_t *)kept_at.view.buf : NULL;
+    const Py_buffer *mask = take(&c, args[0], 1, 'b', 0, 0, "mask");
+    const Py_buffer *pending = mask ? take(&c, args[1], 1, 'i', 0, 0, "pending") : NULL;
+    const Py_buffer *verdict = pending ? take(&c, args[3], 1, 'i', 1, 0, "verdict") : NULL;
+    const Py_buffer *kept_pending = verdict ? take(&c, args[7], 1, 'i', 1, 0, "kept_pending") : NULL;
+    if (kept_pending == NULL)
+        return call_end(&c, NULL);
+    const Py_buffer *at = NULL, *kept_at = NULL, *codes = NULL, *lut = NULL;
+    if (with_at && ((at = take(&c, args[2], 1, 'i', 0, 0, "at")) == NULL || (kept_at = take(&c, args[8], 1, 'i', 1, 0, "kept_at")) == NULL))
+        return call_end(&c, NULL);
+    if (with_codes && ((codes = take(&c, args[5], 1, 'i', 0, 0, "codes")) == NULL || (lut = take(&c, args[6], 1, 'i', 0, 0, "lut")) == NULL))
+        return call_end(&c, NULL);
+    int64_t reason = 0;
+    if (!with_codes && (reason = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
+        return call_end(&c, NULL);
+    const Py_ssize_t n = mask->shape[0], size = verdict->shape[0];
+    if (!expect(pending->shape[0] == n && kept_pending->shape[0] >= n, "mask, pending and kept_pending")
+        || !expect(!with_at || (at->shape[0] == n && kept_at->shape[0] >= n), "mask, at and kept_at")
+        || !expect(!with_codes || codes->shape[0] == n, "mask and codes"))
+        return call_end(&c, NULL);
+    const unsigned char *ok = (const unsigned char *)mask->buf;
+    const int64_t *pos = (const int64_t *)pending->buf, *rows = with_at ? (const int64_t *)at->buf : NULL;
+    const int64_t *code = with_codes ? (const int64_t *)codes->buf : NULL, *table = with_codes ? (const int64_t *)lut->buf : NULL;
+    const Py_ssize_t texts = with_codes ? lut->shape[0] : 0;
+    int64_t *out = (int64_t *)verdict->buf, *keep = (int64_t *)kept_pending->buf;
+    int64_t *keep_at = with_at ? (int64_t *)kept_at->buf : NULL;
     for (Py_ssize_t j = 0; j < n; j++) { /* checked before anything is written */
-        if (!expect(pos[j] >= 0 && pos[j] < size, "pending positions within verdict"))
-            goto done;
-        if (!ok[j] && with_codes && !expect(code[j] >= 0 && code[j] < texts, "codes within lut"))
-            goto done;
+        if (!expect(pos[j] >= 0 && pos[j] < size, "pending positions within verdict")
+            || (!ok[j] && with_codes && !expect(code[j] >= 0 && code[j] < texts, "codes within lut")))
+            return call_end(&c, NULL);
     }
     Py_ssize_t kept = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -899,17 +840,7 @@ static PyObject *refuse(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             out[pos[j]] = with_codes ? table[code[j]] : reason;
         }
     }
-    result = PyLong_FromSsize_t(kept);
-done:
-    release(&mask, 1);
-    release(&pending, 1);
-    release(&at, 1);
-    release(&verdict, 1);
-    release(&codes, 1);
-    release(&lut, 1);
-    release(&kept_pending, 1);
-    release(&kept_at, 1);
-    return result;
+    return call_end(&c, PyLong_FromSsize_t(kept));
 }
 
 /* ---- module --------------------------------------------------------------------------------- */
