@@ -10,7 +10,8 @@ and how many decisions differ (the same node for every pod, or the change moved 
     python benchmarks/paired.py --against HEAD~3 --nodes 2000 --pods 3000 [--mix wide] [--json OUT.json]
 
 The revision is checked out with ``git worktree`` into a temporary directory and imported as
-``toposched_ref`` (its imports rewritten); both sides must offer ``realistic.py``'s ``MIXES``
+``toposched_ref`` (its imports rewritten), its compiled row loops built in place when it has them
+(each side's line says which form its loops ran); both sides must offer ``realistic.py``'s ``MIXES``
 (``--mix``: the default one or ``wide``) and ``kind``. Even the same code on both sides is not exactly 1.0:
 on this 2-core machine it measured 1.03 (the working tree's side slower); run it with
 ``--against HEAD`` on an unchanged tree to know the harness's own bias before reading a ratio.
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,8 @@ def reference_module(revision: str, workdir: Path) -> Any:
     try:
         root = workdir / "modules"
         shutil.copytree(tree / "src" / "toposched", root / "toposched_ref")
+        if (tree / "setup.py").exists():
+            _compiled_modules(revision, tree, workdir / "wheel", root / "toposched_ref")
         sources = list((root / "toposched_ref").rglob("*.py"))
         for path in sources:
             path.write_text(_IMPORT.sub(r"\1\2 toposched_ref\3", path.read_text()))
@@ -56,6 +60,23 @@ def reference_module(revision: str, workdir: Path) -> Any:
                        capture_output=True)
     sys.path.insert(0, str(root))
     return importlib.import_module("realistic_ref")
+
+
+def _compiled_modules(revision: str, tree: Path, wheels: Path, package: Path) -> None:
+    """Build ``tree``'s wheel as pip would (its own build requirements) and put its compiled modules
+    (the row loops) into ``package``; without them that side would run the loops' NumPy forms."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(tree)],
+                           capture_output=True, text=True)
+    compiled = []
+    for wheel in wheels.glob("*.whl") if built.returncode == 0 else ():
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.startswith("toposched/") and name.endswith((".so", ".pyd")):
+                    target = package / name.removeprefix("toposched/")
+                    target.write_bytes(archive.read(name))
+                    compiled.append(name)
+    if not compiled:
+        print(f"warning: {revision}'s compiled row loops were not built; that side runs their NumPy forms", file=sys.stderr)
 
 
 class Side:
@@ -135,10 +156,12 @@ def main() -> int:
     figures = {name: side.figures() for name, side in sides.items()}
     ratio = sum(sides["working tree"].ms) / sum(sides["reference"].ms)
     print(f"{args.nodes} nodes ({args.mix} mix), {args.pods} arrivals, working tree against {args.against}:")
-    for name, f in figures.items():
+    for (name, f), package in zip(figures.items(), ("toposched_ref", "toposched")):
         kinds = "  ".join(f"{k} {v['mean_ms']:.2f}/{v['p99_ms']:.2f}" for k, v in f["by_kind"].items())
+        loops = getattr(sys.modules.get(f"{package}.scheduler.rowloops"), "compiled", None)
+        f["row_loops"] = "compiled" if loops is not None else "numpy"
         print(f"  {name:12}  {f['pods_per_second']:.0f} pods/s  mean {f['mean_ms']:.3f} ms  p50 {f['p50_ms']:.2f}  "
-              f"p99 {f['p99_ms']:.2f}   (mean/p99 ms) {kinds}")
+              f"p99 {f['p99_ms']:.2f}   (mean/p99 ms) {kinds}  [row loops {f['row_loops']}]")
     print(f"  time ratio working tree / reference: {ratio:.3f}; decisions that differ: {differ}")
     if args.json is not None:
         write_json(args.json, {"against": args.against, "mix": args.mix, "nodes": args.nodes, "pods": args.pods,
