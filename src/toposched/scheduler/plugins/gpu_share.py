@@ -592,6 +592,11 @@ class GPUShare:
         request = self._request(state, pod)
         out = np.zeros(len(rows), dtype=np.int64)
         if not len(rows) or (request is None and not self._scores_gpu_less(state, pod)):
+            # Every pod scored keeps the GPU rows current once a GPU pod has needed them, so the next
+            # GPU pod reads the few rows changed since the last pod, not every row changed since the
+            # last GPU pod (~13 at 5,000 nodes, 49 µs each on a GPU server: most of its filter's time).
+            if table in self._gpu_rows_kept:
+                self._rows(table)
             return out
         gpus = self._rows(table)
         if request is None:  # every row is scored, GPUs or not (smallest memory 0)
