@@ -518,16 +518,19 @@ static PyObject *fit_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         return NULL;
     Py_buffer *values[MAX_ARRAYS], *allocs[MAX_ARRAYS];
     Amount wants[MAX_ARRAYS], weights[MAX_ARRAYS];
-    Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0, n = 0, n_alloc_rows = 0;
-    const int64_t *index = NULL, *alloc_index = NULL;
+    Py_ssize_t n_values = 0, n_allocs = 0, n_wants = 0, n_weights = 0, n = 0;
+    const int64_t *index = NULL;
     PyObject *rows_arg = nargs == 7 ? args[6] : Py_None;
     const int most = PyObject_IsTrue(args[0]);
     const Py_buffer *out = most < 0 ? NULL : take(&c, args[5], 1, 'i', 1, 0, "out");
     if (out == NULL || take_columns(&c, args[1], values, &n_values, rows_arg, &index, &n, "used_or_free") < 0
-        || take_columns(&c, args[2], allocs, &n_allocs, rows_arg, &alloc_index, &n_alloc_rows, "allocs") < 0
+        || take_each(&c, args[2], allocs, &n_allocs, 1, 'i', 0, "allocs") < 0
         || take_amounts(&c, args[3], wants, &n_wants, "wants") < 0 || take_amounts(&c, args[4], weights, &n_weights, "weights") < 0)
         return call_end(&c, NULL);
-    if (!expect(n_allocs == n_values && values[0]->shape[0] == allocs[0]->shape[0], "one allocatable array per array")
+    int same_length = n_allocs == n_values;
+    for (Py_ssize_t r = 0; same_length && r < n_allocs; r++)
+        same_length = allocs[r]->shape[0] == values[0]->shape[0];
+    if (!expect(same_length, "one allocatable array, of the arrays' length, per array")
         || !numbers_only(wants, n_wants, n_values, "one want (a number) per array")
         || !numbers_only(weights, n_weights, n_values, "one weight (a number) per array")
         || !expect(out->shape[0] == n, "out and the asked rows"))

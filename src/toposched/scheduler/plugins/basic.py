@@ -250,17 +250,17 @@ class NodeResourcesFit:
             requested = np.stack([table.pick(table.requested(r), rows) + want for r, want in wants.items()], axis=1)
             frac = np.where(alloc > 0, np.minimum(requested / np.maximum(alloc, 1), 1.0), 1.0)
             return ((1.0 - frac.std(axis=1)) * MAX_NODE_SCORE).astype(np.int64)
-        # When most rows are asked, whole arrays (views: no gathers) and the asked rows picked once at the end.
-        whole = 2 * len(rows) >= table.size
-        at = table.all_rows() if whole else rows
         most = self.strategy == "MostAllocated"
-        if rowloops.compiled is not None and wants:
+        if rowloops.compiled is not None and wants:  # the compiled loop reads the asked rows in place
             values = [table.requested(r) if most else table.free(r) for r in wants]
             allocs = [table.allocatable(r) for r in wants]
             out = np.empty(len(rows), dtype=np.int64)
             rowloops.compiled.fit_score(most, values, allocs, list(wants.values()), list(self.weights.values()), out,
                                         None if rows is table.all_rows() else rows)
             return out
+        # When most rows are asked, whole arrays (views: no gathers) and the asked rows picked once at the end.
+        whole = 2 * len(rows) >= table.size
+        at = table.all_rows() if whole else rows
         total: np.ndarray | None = None
         for (r, want), weight in zip(wants.items(), self.weights.values()):
             alloc = table.allocatable(r)
