@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
+from toposched.scheduler.plugins.numa import zones_hold_requests
 from toposched.scheduler.plugins.scarcity import after_zone_totals, held_rows, row_losses
 
 compiled = rowloops.compiled
@@ -243,6 +244,67 @@ def test_zones_holding_are_the_numpy_ones(inputs: tuple) -> None:
     assert fast_any.tolist() == slow_any.tolist() == [z < len(valid) for z in expected]
 
 
+# ---- NUMAAlignment: requests held by one zone -------------------------------------------------------
+
+@st.composite
+def request_inputs(draw: st.DrawFn) -> tuple:
+    zones, rows = draw(st.sampled_from([1, 2, 2, 4, 8])), draw(st.integers(0, 200))
+    # Memory and hugepages most often: the restricted rule judges them together.
+    aligned_by = draw(st.lists(st.sampled_from(["cpu", "memory", "memory", "memory", ""]), min_size=0, max_size=4))
+    rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    top = draw(st.sampled_from([4, 12, 100]))  # small amounts: needs equal to capacities and free amounts often
+    valid = rnd.random((zones, rows)) < 0.8
+    caps = [rnd.integers(0, top, size=(zones, rows)) * (rnd.random((zones, rows)) < 0.9) for _ in aligned_by]
+    frees = [cap - rnd.integers(0, top // 3, size=(zones, rows)) for cap in caps]  # below 0 at times, as over-commitment leaves
+    widest = [cap.max(axis=0, initial=0) for cap in caps]
+    needs = rnd.integers(0, top + 2, size=(draw(st.integers(0, 3)), len(aligned_by))) * (rnd.random((1, len(aligned_by))) < 0.8)
+    cpu_static, mem_static = rnd.random(rows) < 0.7, rnd.random(rows) < 0.7
+    asked = np.flatnonzero(rnd.random(rows) < draw(st.sampled_from([0.05, 0.5, 1.0])))
+    return valid, frees, caps, widest, cpu_static, mem_static, aligned_by, needs, draw(st.booleans()), asked
+
+
+def _request_held(row: int, inputs: tuple) -> bool:
+    """The rule :func:`zones_hold_requests` states, one row at a time in Python integers."""
+    valid, frees, caps, widest, cpu_static, mem_static, aligned_by, needs, restricted, _ = inputs
+    exempt = [by == "cpu" and not cpu_static[row] or by == "memory" and not mem_static[row] for by in aligned_by]
+    for want in needs.tolist():
+        counted_in = set(range(len(want)))
+        if restricted:
+            memory = [r for r, by in enumerate(aligned_by) if by == "memory" and want[r]]
+            kinds, counted_in = set(), set()
+            for r, need in enumerate(want):
+                if not need:
+                    if not exempt[r]:
+                        counted_in.add(r)
+                    continue
+                if r in memory and len(memory) > 1:
+                    single = any(all(caps[m][z, row] >= want[m] for m in memory) for z in range(len(valid)))
+                    counted = any(widest[m][row] > 0 for m in memory)
+                else:
+                    single, counted = widest[r][row] >= need, widest[r][row] > 0
+                if counted and not exempt[r]:
+                    kinds.add(single)
+                    if single:
+                        counted_in.add(r)
+            if kinds == {True, False}:
+                return False
+        else:
+            counted_in = {r for r in counted_in if not exempt[r]}
+        if not any(valid[z, row] and all(frees[r][z, row] >= want[r] for r in counted_in) for z in range(len(valid))):
+            return False
+    return True
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(request_inputs())
+def test_requests_held_by_one_zone_are_the_numpy_ones(inputs: tuple) -> None:
+    fast = zones_hold_requests(*inputs)
+    with numpy_forms():
+        slow = zones_hold_requests(*inputs)
+    assert fast.tolist() == slow.tolist() == [_request_held(row, inputs) for row in inputs[-1].tolist()]
+
+
 # ---- NodeResourcesFit -----------------------------------------------------------------------------
 
 @needs_compiled
@@ -344,6 +406,12 @@ def test_refusals_are_booked_as_numpy_books_them(size: int, with_at: bool, with_
     (lambda: compiled.fit_score(False, [np.zeros(3, dtype=np.int64)], [np.zeros(3, dtype=np.int64)], [1], [0],
                                 np.empty(3, dtype=np.int64)), "weights positive"),
     (lambda: compiled.scarcity_loss(*[np.zeros((1, 3), dtype=np.int64)] * 9), "dimensions"),
+    (lambda: compiled.zones_hold(np.ones((2, 3), dtype=bool), [np.zeros((2, 3), dtype=np.int64)], [], [],
+                                 np.ones(3, dtype=bool), np.ones(3, dtype=bool), np.array([1]), np.ones((1, 1), dtype=np.int64),
+                                 True, np.empty(3, dtype=bool)), "one per resource, with restricted"),
+    (lambda: compiled.zones_hold(np.ones((2, 3), dtype=bool), [np.zeros((2, 3), dtype=np.int64)], [], [],
+                                 np.ones(3, dtype=bool), np.ones(3, dtype=bool), np.array([7]), np.ones((1, 1), dtype=np.int64),
+                                 False, np.empty(3, dtype=bool)), "by: 0, 1 or 2"),
     (lambda: compiled.refuse(np.zeros(2, dtype=bool), np.array([0, 5]), None, np.zeros(3, dtype=np.int64), 1, None,
                              None, np.empty(2, dtype=np.int64), None), "positions within verdict"),
     (lambda: compiled.refuse(np.zeros(1, dtype=bool), np.array([0]), None, np.zeros(3, dtype=np.int64), 0,

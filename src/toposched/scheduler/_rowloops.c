@@ -324,6 +324,20 @@ ROW_LOOP void mask_at_least_at(unsigned char *fits, const int64_t *free, const i
     }
 }
 
+/* into[j] |= flags[j]. */
+ROW_LOOP void or_into(unsigned char *into, const unsigned char *flags, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        into[j] |= flags[j];
+}
+
+/* into[j] &= flags[j]. */
+ROW_LOOP void and_into(unsigned char *into, const unsigned char *flags, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        into[j] &= flags[j];
+}
+
 /* `a` at the asked rows: `a` itself for every row, else gathered into `buffer`. */
 static const int64_t *asked(const int64_t *a, const int64_t *index, Py_ssize_t n, int64_t *buffer)
 {
@@ -412,6 +426,132 @@ static PyObject *first_zone_holding(PyObject *Py_UNUSED(self), PyObject *const *
                 mask_at_least(fits, zone, needs[r].per_row, needs[r].scalar, n);
         }
         mark_first(first, fits, z, n);
+    }
+    return call_end(&c, Py_NewRef(Py_None));
+}
+
+/* ---- NUMAAlignment: every request held whole by one zone ------------------------------------------ */
+
+enum { BY_DEVICE = 0, BY_CPU = 1, BY_MEMORY = 2 };
+
+PyDoc_STRVAR(zones_hold_doc,
+"zones_hold(valid, frees, caps, widest, cpu_static, mem_static, by, needs, restricted, out, rows=None)\n\n"
+"Per asked row: every request (a row of needs, requests x resources) is held whole by some valid zone,\n"
+"frees[r][zone, row] >= needs[i, r], leaving out the resources the row does not align (by[r]: 0 a device,\n"
+"aligned everywhere; 1 CPUs, aligned where cpu_static[row]; 2 memory, where mem_static[row]). With\n"
+"restricted, the kubelet's restricted rule decides which resources must share the zone: a resource one\n"
+"zone's capacity holds (widest[r][row] >= need; memory and hugepages together: one zone slot of caps\n"
+"holding all of them) and that the row counts (widest > 0; for memory, any of them) must be in the zone,\n"
+"the others not, and a request mixing both kinds is refused. valid zones x rows (bool); frees, caps\n"
+"zones x rows and widest rows (int64), one per resource (caps and widest empty unless restricted);\n"
+"cpu_static, mem_static one bool per row; out one bool per asked row; rows as first_zone_holding's.");
+
+/* One request's need per resource and asked row in need (resources x n; INT64_MIN where the row spares
+ * the resource), clearing ok[j] where restricted refuses the request outright. */
+static void request_needs(int64_t *need, unsigned char *ok, const int64_t *want, const int64_t *by, Py_ssize_t names,
+                          int restricted, Py_buffer *const *caps, Py_buffer *const *widest, const Py_buffer *cpu_static,
+                          const Py_buffer *mem_static, Py_ssize_t zones, const int64_t *index, Py_ssize_t n)
+{
+    Py_ssize_t memory = 0;
+    for (Py_ssize_t r = 0; r < names; r++)
+        memory += by[r] == BY_MEMORY && want[r] != 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const Py_ssize_t row = index ? index[j] : j;
+        const int cpu = B1(cpu_static, row) != 0, mem = B1(mem_static, row) != 0;
+        int together = 0, memory_counted = 0, some_single = 0, some_wide = 0;
+        if (restricted && memory > 1) {
+            for (Py_ssize_t z = 0; z < zones && !together; z++) {
+                together = 1;
+                for (Py_ssize_t r = 0; r < names && together; r++)
+                    if (by[r] == BY_MEMORY && want[r] != 0)
+                        together = EL2(caps[r], z, row) >= want[r];
+            }
+            for (Py_ssize_t r = 0; r < names; r++)
+                if (by[r] == BY_MEMORY && want[r] != 0)
+                    memory_counted |= EL1(widest[r], row) > 0;
+        }
+        for (Py_ssize_t r = 0; r < names; r++) {
+            const int exempt = by[r] == BY_CPU ? !cpu : by[r] == BY_MEMORY ? !mem : 0;
+            int spared = exempt;
+            if (restricted && want[r] != 0) {
+                const int grouped = by[r] == BY_MEMORY && memory > 1;
+                const int64_t most = EL1(widest[r], row);
+                const int single = grouped ? together : most >= want[r];
+                const int counted = (grouped ? memory_counted : most > 0) && !exempt;
+                some_single |= counted && single;
+                some_wide |= counted && !single;
+                spared = !(counted && single);
+            }
+            need[r * n + j] = spared ? INT64_MIN : want[r];
+        }
+        if (some_single && some_wide)
+            ok[j] = 0;
+    }
+}
+
+static PyObject *zones_hold(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    Call c;
+    if (!call_begin(&c, nargs, 10, 11,
+                    "zones_hold takes valid, frees, caps, widest, cpu_static, mem_static, by, needs, restricted, out and rows"))
+        return NULL;
+    Py_buffer *frees[MAX_ARRAYS], *caps[MAX_ARRAYS], *widest[MAX_ARRAYS];
+    Py_ssize_t n_frees = 0, n_caps = 0, n_widest = 0, n = 0;
+    const int64_t *index = NULL;
+    const int restricted = PyObject_IsTrue(args[8]);
+    if (restricted < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *valid = take(&c, args[0], 2, 'b', 0, 0, "valid");
+    const Py_buffer *cpu_static = valid ? take(&c, args[4], 1, 'b', 0, 0, "cpu_static") : NULL;
+    const Py_buffer *mem_static = cpu_static ? take(&c, args[5], 1, 'b', 0, 0, "mem_static") : NULL;
+    const Py_buffer *by = mem_static ? take(&c, args[6], 1, 'i', 0, 0, "by") : NULL;
+    const Py_buffer *needs = by ? take(&c, args[7], 2, 'i', 0, 0, "needs") : NULL;
+    const Py_buffer *out = needs ? take(&c, args[9], 1, 'b', 1, 0, "out") : NULL;
+    if (out == NULL || take_each(&c, args[1], frees, &n_frees, 2, 'i', 0, "frees") < 0
+        || take_each(&c, args[2], caps, &n_caps, 2, 'i', 0, "caps") < 0
+        || take_each(&c, args[3], widest, &n_widest, 1, 'i', 0, "widest") < 0)
+        return call_end(&c, NULL);
+    const Py_ssize_t zones = valid->shape[0], size = valid->shape[1], names = by->shape[0], requests = needs->shape[0];
+    if (take_rows(&c, nargs == 11 ? args[10] : Py_None, &index, &n, size, "rows") < 0)
+        return call_end(&c, NULL);
+    if (!expect(n_frees == names && needs->shape[1] == names, "frees, by and needs name the same resources")
+        || !expect(!restricted || (n_caps == names && n_widest == names), "caps and widest, one per resource, with restricted")
+        || !expect(cpu_static->shape[0] == size && mem_static->shape[0] == size, "cpu_static, mem_static and valid")
+        || !expect(out->shape[0] == n, "out and the asked rows"))
+        return call_end(&c, NULL);
+    const int64_t *codes = (const int64_t *)by->buf;
+    for (Py_ssize_t r = 0; r < names; r++)
+        if (!expect(codes[r] >= BY_DEVICE && codes[r] <= BY_MEMORY, "by: 0, 1 or 2 per resource")
+            || !expect(frees[r]->shape[0] == zones && frees[r]->shape[1] == size, "frees and valid")
+            || !expect(!restricted || (caps[r]->shape[0] == zones && caps[r]->shape[1] == size
+                                       && widest[r]->shape[0] == size), "caps, widest and valid"))
+            return call_end(&c, NULL);
+    /* Scratch: the needs (resources x n), then the flags of a zone, of any zone, and the answer. */
+    int64_t *need = call_scratch(&c, (size_t)(names * n) * sizeof(int64_t) + 3 * (size_t)n);
+    if (need == NULL)
+        return call_end(&c, NULL);
+    unsigned char *fits = (unsigned char *)(need + names * n), *any = fits + n, *ok = (unsigned char *)out->buf;
+    memset(ok, 1, (size_t)n);
+    for (Py_ssize_t i = 0; i < requests; i++) {
+        request_needs(need, ok, (const int64_t *)at2(needs, i), codes, names, restricted, caps, widest, cpu_static,
+                      mem_static, zones, index, n);
+        memset(any, 0, (size_t)n);
+        for (Py_ssize_t z = 0; z < zones; z++) {
+            const unsigned char *flags = (const unsigned char *)at2(valid, z);
+            if (index)
+                gather_flags(fits, flags, index, n);
+            else
+                memcpy(fits, flags, (size_t)n);
+            for (Py_ssize_t r = 0; r < names; r++) {
+                const int64_t *zone = (const int64_t *)at2(frees[r], z);
+                if (index)
+                    mask_at_least_at(fits, zone, index, need + r * n, 0, n);
+                else
+                    mask_at_least(fits, zone, need + r * n, 0, n);
+            }
+            or_into(any, fits, n);
+        }
+        and_into(ok, any, n);
     }
     return call_end(&c, Py_NewRef(Py_None));
 }
@@ -854,6 +994,7 @@ static PyMethodDef methods[] = {
     {"scarcity_zone_totals", (PyCFunction)(void (*)(void))scarcity_zone_totals, METH_FASTCALL, scarcity_zone_totals_doc},
     {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
+    {"zones_hold", (PyCFunction)(void (*)(void))zones_hold, METH_FASTCALL, zones_hold_doc},
     {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},
     {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},
     {NULL, NULL, 0, NULL},

@@ -228,39 +228,55 @@ def aligned_request(state: CycleState, pod: Pod) -> AlignedRequest:
 _ANY_AMOUNT = np.iinfo(np.int64).min  # what a zone must hold of a resource the row does not align
 
 
-def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: range,
-                   cpu_static: np.ndarray, mem_static: np.ndarray, *, restricted: bool = False) -> np.ndarray:
+def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, which: range, *,
+                   restricted: bool = False) -> np.ndarray:
     """Per row: each request ``which`` of ``request.stacked`` (0 the pod's, then each container's) is
-    held whole by some valid zone.
-
-    Resources the node does not align (CPUs without the static CPU manager, memory without the
-    Static memory manager) are ignored. With ``restricted``, the kubelet's rule for its
-    ``restricted`` policy (:func:`_narrowest`): only the resources one zone's capacity could hold
-    must share a zone, and a request mixing those with resources no zone could hold is refused.
-    When the rows are an eighth of the table or more, the per-row arrays are computed over every row
-    and the asked ones picked at the end; the zones are read in place either way
-    (:func:`~toposched.scheduler.rowloops.any_zone_holding` takes the asked rows).
-    """
+    held whole by some valid zone (:func:`zones_hold_requests`, with the rows' managers and, with
+    ``restricted``, the kubelet's rule for its ``restricted`` policy)."""
     names, want = request.stacked
-    zones = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
+    frees = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
+    caps = [table.zone_capacity(name) for name in names] if restricted else []
     widest = [table.zone_capacity_max(name) for name in names] if restricted else []
-    valid = table.zone_valid()
-    whole = 8 * len(rows) >= table.size
-    if whole:
-        cpu_static, mem_static = table.view("cpu_static"), table.view("mem_static")
-    else:
-        widest = [most[rows] for most in widest]
+    return zones_hold_requests(table.zone_valid(), frees, caps, widest, table.view("cpu_static"), table.view("mem_static"),
+                               request.aligned_by, want[which.start:which.stop], restricted, rows)
+
+
+_BY_CODES = {"": 0, "cpu": 1, "memory": 2}  # the compiled loop's codes of aligning_manager's answers
+
+
+def zones_hold_requests(valid: np.ndarray, frees: list[np.ndarray], caps: list[np.ndarray], widest: list[np.ndarray],
+                        cpu_static: np.ndarray, mem_static: np.ndarray, aligned_by: list[str], needs: np.ndarray,
+                        restricted: bool, rows: np.ndarray) -> np.ndarray:
+    """Per asked row (``rows``, positions along the last axis): every request of ``needs`` (requests x
+    resources) is held whole by some ``valid`` zone, ``frees[r]`` (zones x rows) at least its need.
+
+    Resources a row does not align (``aligned_by[r]`` "cpu" without ``cpu_static``, "memory" without
+    ``mem_static``; both one flag per row) are left out. With ``restricted``, the kubelet's rule for
+    its ``restricted`` policy (:func:`_narrowest`, from ``caps``, the zones' capacities, and
+    ``widest``, the rows' largest): only the resources one zone's capacity could hold must share a
+    zone, and a request mixing those with resources no zone could hold is refused. The compiled loop
+    when built (one pass over the asked rows, the zones read in place), else NumPy: the same answer.
+    """
+    if rowloops.compiled is not None:
+        out = np.empty(len(rows), dtype=bool)
+        rowloops.compiled.zones_hold(valid, frees, caps, widest, cpu_static, mem_static,
+                                     np.array([_BY_CODES[by] for by in aligned_by], dtype=np.int64),
+                                     np.ascontiguousarray(needs, dtype=np.int64), restricted, out, rows)
+        return out
+    # When the rows are an eighth of the table or more, the per-row arrays are computed over every
+    # row and the asked ones picked at the end.
+    whole = 8 * len(rows) >= valid.shape[1]
+    if not whole:
+        cpu_static, mem_static, widest = cpu_static[rows], mem_static[rows], [most[rows] for most in widest]
 
     def capacity(j: int) -> np.ndarray:  # zones x rows, as the rows are
-        zone = table.zone_capacity(names[j])
-        return zone if whole else take_rows(zone, rows)
-    exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in request.aligned_by]
+        return caps[j] if whole else take_rows(caps[j], rows)
+    exempt = [np.logical_not(aligns(by, cpu_static, mem_static)) if by else None for by in aligned_by]
     ok = np.ones(valid.shape[1] if whole else len(rows), dtype=bool)
-    for i in which:
-        needs = want[i].tolist()
+    for needs_i in needs.tolist():
         spared_i: list[np.ndarray | None] = exempt
         if restricted:
-            single, hinted = _narrowest(request.aligned_by, widest, capacity, needs)
+            single, hinted = _narrowest(aligned_by, widest, capacity, needs_i)
             spared_i, some_single, some_wide = [], np.zeros_like(ok), np.zeros_like(ok)
             for j, spared in enumerate(exempt):
                 if single[j] is None:  # not asked for
@@ -273,9 +289,9 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
             ok &= ~(some_single & some_wide)
         # A spared row needs nothing of any zone: its need is the least integer (one pass over the
         # zones instead of a comparison and a union). A device (None) is aligned on every node.
-        ok &= rowloops.any_zone_holding(valid, zones, [need if spared is None else np.where(spared, _ANY_AMOUNT, need)
-                                                       for need, spared in zip(needs, spared_i)], None if whole else rows)
-    return table.pick(ok, rows) if whole else ok
+        ok &= rowloops.any_zone_holding(valid, frees, [need if spared is None else np.where(spared, _ANY_AMOUNT, need)
+                                                       for need, spared in zip(needs_i, spared_i)], None if whole else rows)
+    return take_rows(ok, rows) if whole else ok
 
 
 def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarray, request: AlignedRequest,
@@ -286,14 +302,12 @@ def _one_zone_per_scope(table: NodeTable, rows: np.ndarray, positions: np.ndarra
         return
     if len(request.containers) == 1 and request.stacked_lists[0] == request.stacked_lists[1]:
         # One container asks for all the pod asks: both scopes judge the same request, at once.
-        ok[positions] = _fits_one_zone(table, rows[positions], request, range(1), cpu_static[positions],
-                                       mem_static[positions], restricted=restricted)
+        ok[positions] = _fits_one_zone(table, rows[positions], request, range(1), restricted=restricted)
         return
     pod_scope = table.view("pod_scope")[rows[positions]]
     for part, which in ((positions[pod_scope], range(1)), (positions[~pod_scope], range(1, len(request.containers) + 1))):
         if len(part):
-            ok[part] = _fits_one_zone(table, rows[part], request, which, cpu_static[part], mem_static[part],
-                                      restricted=restricted)
+            ok[part] = _fits_one_zone(table, rows[part], request, which, restricted=restricted)
     if request.walk:  # the kubelet enforces the policy: its containers go one after the other
         enforcing = table.view("policy")[rows[positions]] == (_RESTRICTED if restricted else _SINGLE)
         part = positions[~pod_scope & enforcing]
