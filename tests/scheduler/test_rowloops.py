@@ -9,6 +9,7 @@ amounts beyond 2**52 where the float division would no longer be exact.
 
 from __future__ import annotations
 
+import math
 import shutil
 import sysconfig
 from collections.abc import Iterator
@@ -166,19 +167,23 @@ def zone_totals_inputs(draw: st.DrawFn) -> tuple:
     rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     columns, zones, size, spare = draw(st.integers(2, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 150)), draw(st.integers(0, 3))
     shapes = draw(st.integers(1, 4))
-    zfree = rnd.integers(0, 40_000, size=(columns, zones, size + spare))
+    # Amounts around 2**51 and beyond (the loop's float quotients stop there), below 0 at times (an
+    # over-committed zone), and small ones whose needs divide them often (remainders at the edges).
+    scale = draw(st.sampled_from([(0, 40_000), (-500, 500), (2**51 - 5000, 2**51 + 5000), (2**61, 2**62)]))
+    zfree = rnd.integers(*scale, size=(columns, zones, size + spare))
+    top_need = draw(st.sampled_from([4, 5000]))
     table = _ZoneTable(zfree, rnd.random((zones, size + spare)) < 0.8, size)
     union = sorted(rnd.choice(columns, size=draw(st.integers(1, columns)), replace=False).tolist())
     cols = [sorted({union[0], *rnd.choice(union, size=rnd.integers(1, len(union) + 1)).tolist()}) for _ in range(shapes)]
     union = sorted({c for shape in cols for c in shape})
-    needs = [rnd.integers(1, 5000, size=len(shape)) for shape in cols]
+    needs = [rnd.integers(1, top_need, size=len(shape)) for shape in cols]
     need = np.ones((shapes, len(union)), dtype=np.int64)
     ignored = np.ones((shapes, len(union)), dtype=bool)
     for k, (shape, shape_needs) in enumerate(zip(cols, needs)):
         for c, n in zip(shape, shape_needs.tolist()):
             need[k, union.index(c)], ignored[k, union.index(c)] = n, False
     requested = rnd.choice(columns, size=rnd.integers(1, columns + 1), replace=False).tolist()
-    zone_request = {f"r{c}": int(rnd.integers(0, 20_000)) for c in requested}
+    zone_request = {f"r{c}": int(rnd.integers(0, 20_000 if top_need > 4 else 9)) for c in requested}
     asked = np.flatnonzero(rnd.random(size) < 0.5) if draw(st.booleans()) else None
     n = size if asked is None else len(asked)
     totals = rnd.integers(0, 60, size=(shapes, n))
@@ -195,6 +200,31 @@ def test_zone_totals_are_the_numpy_ones(inputs: tuple) -> None:
     with numpy_forms():
         slow = after_zone_totals(*inputs)
     np.testing.assert_array_equal(fast, slow)
+
+
+@needs_compiled
+def test_zone_totals_where_float_quotients_fall_short() -> None:
+    """The compiled loop divides by a float product and corrects by the remainder: amounts where the
+    product falls one short of the quotient (byte-sized needs, exact multiples) still give NumPy's answer."""
+    rnd = np.random.default_rng(7)
+    amounts, divisors = [], []
+    while len(amounts) < 64:
+        d = int(rnd.integers(2**30, 2**40))
+        a = d * int(rnd.integers(1, 2**51 // d))
+        if math.floor(a * (1.0 / d)) < a // d:  # Python's floats are the C loop's doubles
+            amounts.append(a)
+            divisors.append(d)
+    for a, d in zip(amounts, divisors):
+        zfree = np.array([[[a, a - 1, a + 1]]], dtype=np.int64)
+        table = _ZoneTable(zfree, np.ones((1, 3), dtype=bool), 3)
+        need, ignored = np.array([[d]], dtype=np.int64), np.zeros((1, 1), dtype=bool)
+        for taken in (0, 1, d - 1, d, d + 1, 3 * d):
+            inputs = (table, np.full((1, 3), 50, dtype=np.int64), [[0]], [need[0]], ([0], need, ignored), {"r0": taken},
+                      np.zeros(3, dtype=np.int64), np.ones(3, dtype=bool), None)
+            fast = after_zone_totals(*inputs)
+            expected = [50 - (f // d - (f - taken) // d) for f in (a, a - 1, a + 1)]
+            with numpy_forms():
+                assert fast.tolist() == after_zone_totals(*inputs).tolist() == [expected]
 
 
 # ---- zones holding a request ----------------------------------------------------------------------
