@@ -13,7 +13,7 @@ import math
 import shutil
 import sysconfig
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
@@ -335,6 +335,29 @@ def test_requests_held_by_one_zone_are_the_numpy_ones(inputs: tuple) -> None:
     assert fast.tolist() == slow.tolist() == [_request_held(row, inputs) for row in inputs[-1].tolist()]
 
 
+# ---- the node table's derived arrays ------------------------------------------------------------------
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(1, 9), st.integers(0, 120), st.sampled_from([2**20, 2**62]),
+       st.integers(0, 2**32 - 1))
+def test_derived_rows_are_the_numpy_ones(resources: int, zoned: int, zones: int, size: int, top: int, seed: int) -> None:
+    rnd = np.random.default_rng(seed)
+    alloc, used = (rnd.integers(-top, top, size=(resources, size + 3)) for _ in range(2))  # 2**62: differences wrap
+    zfree = rnd.integers(-top, top, size=(zoned, zones, size + 3))
+    rows = np.flatnonzero(rnd.random(size + 3) < 0.3)
+    outputs = []
+    for form in ("compiled", "numpy"):
+        free, zmax, zsum = (np.full((n, size + 3), -7, dtype=np.int64) for n in (resources, zoned, zoned))
+        with numpy_forms() if form == "numpy" else nullcontext():
+            rowloops.derive_rows(alloc, used, zfree, free, zmax, zsum, rows)
+        outputs.append((free, zmax, zsum))
+    for fast, slow in zip(*outputs):
+        np.testing.assert_array_equal(fast, slow)
+    untouched = np.setdiff1d(np.arange(size + 3), rows)
+    assert (outputs[0][0][:, untouched] == -7).all()
+
+
 # ---- NodeResourcesFit -----------------------------------------------------------------------------
 
 @needs_compiled
@@ -439,6 +462,8 @@ def test_refusals_are_booked_as_numpy_books_them(size: int, with_at: bool, with_
     (lambda: compiled.zones_hold(np.ones((2, 3), dtype=bool), [np.zeros((2, 3), dtype=np.int64)], [], [],
                                  np.ones(3, dtype=bool), np.ones(3, dtype=bool), np.array([1]), np.ones((1, 1), dtype=np.int64),
                                  True, np.empty(3, dtype=bool)), "one per resource, with restricted"),
+    (lambda: compiled.derive_rows(*[np.zeros((2, 3), dtype=np.int64)] * 2, np.zeros((1, 0, 3), dtype=np.int64),
+                                  *[np.zeros((2, 3), dtype=np.int64)] * 3, np.array([0])), "one zone slot or more"),
     (lambda: compiled.zones_hold(np.ones((2, 3), dtype=bool), [np.zeros((2, 3), dtype=np.int64)], [], [],
                                  np.ones(3, dtype=bool), np.ones(3, dtype=bool), np.array([7]), np.ones((1, 1), dtype=np.int64),
                                  False, np.empty(3, dtype=bool)), "by: 0, 1 or 2"),

@@ -986,6 +986,57 @@ static PyObject *scarcity_zone_totals(PyObject *Py_UNUSED(self), PyObject *const
     return call_end(&c, Py_NewRef(Py_None));
 }
 
+/* ---- the node table's derived arrays ------------------------------------------------------------- */
+
+PyDoc_STRVAR(derive_rows_doc,
+"derive_rows(alloc, used, zfree, free, zmax, zsum, rows)\n\n"
+"At each of rows (int64, along the last axis): free[r, row] = alloc[r, row] - used[r, row] for every\n"
+"resource r, and zmax[r, row], zsum[r, row] the largest and the sum of zfree[r, :, row] over its zone\n"
+"slots (at least one). alloc, used, free resources x rows; zfree zone resources x zones x rows; zmax,\n"
+"zsum zone resources x rows; all int64 (sums wrap as NumPy's do).");
+
+static PyObject *derive_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    static const Spec specs[6] = {{"alloc", 2, 'i', 0}, {"used", 2, 'i', 0}, {"zfree", 3, 'i', 0}, {"free", 2, 'i', 1},
+                                  {"zmax", 2, 'i', 1}, {"zsum", 2, 'i', 1}};
+    Call c;
+    if (!call_begin(&c, nargs, 7, 7, "derive_rows takes alloc, used, zfree, free, zmax, zsum and rows"))
+        return NULL;
+    Py_buffer *a[6];
+    const int64_t *index = NULL;
+    Py_ssize_t n = 0;
+    if (take_all(&c, args, specs, 6, 1, a) < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *alloc = a[0], *used = a[1], *zfree = a[2], *free = a[3], *zmax = a[4], *zsum = a[5];
+    const Py_ssize_t resources = alloc->shape[0], size = alloc->shape[1];
+    const Py_ssize_t zoned = zfree->shape[0], zones = zfree->shape[1];
+    if (!expect(used->shape[0] == resources && free->shape[0] == resources && used->shape[1] == size
+                && free->shape[1] == size, "alloc, used and free")
+        || !expect(zones > 0 && zfree->shape[2] == size && zmax->shape[0] == zoned && zsum->shape[0] == zoned
+                   && zmax->shape[1] == size && zsum->shape[1] == size, "zfree (one zone slot or more), zmax and zsum")
+        || !expect(args[6] != Py_None, "the rows to derive"))
+        return call_end(&c, NULL);
+    if (take_rows(&c, args[6], &index, &n, size, "rows") < 0)
+        return call_end(&c, NULL);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const Py_ssize_t row = index[j];
+        for (Py_ssize_t r = 0; r < resources; r++)
+            EL2(free, r, row) = (int64_t)((uint64_t)EL2(alloc, r, row) - (uint64_t)EL2(used, r, row));
+        for (Py_ssize_t r = 0; r < zoned; r++) {
+            int64_t most = EL3(zfree, r, 0, row);
+            uint64_t sum = 0;
+            for (Py_ssize_t z = 0; z < zones; z++) {
+                const int64_t v = EL3(zfree, r, z, row);
+                most = v > most ? v : most;
+                sum += (uint64_t)v;
+            }
+            EL2(zmax, r, row) = most;
+            EL2(zsum, r, row) = (int64_t)sum;
+        }
+    }
+    return call_end(&c, Py_NewRef(Py_None));
+}
+
 /* ---- the framework: rows a filter refused ---------------------------------------------------------- */
 
 PyDoc_STRVAR(refuse_doc,
@@ -1054,6 +1105,7 @@ static PyMethodDef methods[] = {
     {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
     {"zones_hold", (PyCFunction)(void (*)(void))zones_hold, METH_FASTCALL, zones_hold_doc},
+    {"derive_rows", (PyCFunction)(void (*)(void))derive_rows, METH_FASTCALL, derive_rows_doc},
     {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},
     {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},
     {NULL, NULL, 0, NULL},

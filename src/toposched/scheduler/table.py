@@ -29,23 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from toposched.scheduler import rowloops
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.nodes import NodeSpec, Taint
+from toposched.scheduler.rowloops import first_true, take_rows
 
 __all__ = ["POLICY_CODES", "NodeTable", "RowValues", "first_true", "grown", "take_rows"]
 
-
-def take_rows(array: np.ndarray, rows: np.ndarray | slice) -> np.ndarray:
-    """``array[..., rows]``: the given rows (last axis) of an array with the rows last; a new array,
-    or a view for a slice of rows.
-
-    On a C-contiguous array ``np.take`` along the last axis computes it at a quarter of the cost of
-    fancy indexing once the array has two or more dimensions (4 x 5,000 int64: 9 µs against 43 µs).
-    On any other array (the table's views end at the row count, not at the arrays' capacity)
-    ``np.take`` would first copy the whole array, so fancy indexing is kept there."""
-    if not isinstance(rows, slice) and array.flags.c_contiguous:
-        return array.take(rows, axis=-1)
-    return array[..., rows]
 
 DEFAULT_MAX_PODS = 110
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
@@ -233,10 +223,7 @@ class NodeTable:
         if not isinstance(rows, slice) and not len(rows):
             self._derived_at = self.stamp
             return
-        self._free[:, rows] = take_rows(self._alloc, rows) - take_rows(self._used, rows)
-        zones = take_rows(self._zfree, rows)
-        self._zmax[:, rows] = zones.max(axis=1)
-        self._zsum[:, rows] = zones.sum(axis=1)
+        rowloops.derive_rows(self._alloc, self._used, self._zfree, self._free, self._zmax, self._zsum, rows)
         self._derived_at = self.stamp
 
     # ---- per-resource arrays (views: rows contiguous, current as of the last refresh) -----------
@@ -623,14 +610,3 @@ _DERIVED = frozenset(("free", "zmax", "zsum"))  # arrays computed from others at
 def _with_column(array: np.ndarray) -> np.ndarray:
     """``array`` with one more resource (its first axis), zeros in every row."""
     return np.concatenate([array, np.zeros((1,) + array.shape[1:], dtype=array.dtype)])
-
-
-def first_true(mask: np.ndarray) -> np.ndarray:
-    """Per column of a zones x rows mask, the first zone that is True, or the zone count where none is.
-
-    ``mask.argmax(axis=0)`` walks the columns one by one (130 µs over 8 x 5,000); a product with the
-    zones' offsets from the count, reduced along the rows, costs 11 µs."""
-    zones = len(mask)
-    dtype = np.int8 if zones < 128 else np.int32
-    offsets = (np.arange(zones) - zones).astype(dtype)[:, None]  # -zones .. -1: the first True is the least
-    return (mask.view(np.int8) * offsets).min(axis=0, initial=0) + zones
