@@ -17,11 +17,12 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
-from toposched.scheduler.plugins.numa import zones_hold_requests
+from toposched.scheduler.plugins.numa import AlignedRequest, _containers_in_turn, zones_hold_requests
+from toposched.workload import Container, Pod
 from toposched.scheduler.plugins.scarcity import after_zone_totals, held_rows, row_losses
 
 compiled = rowloops.compiled
@@ -333,6 +334,75 @@ def test_requests_held_by_one_zone_are_the_numpy_ones(inputs: tuple) -> None:
     with numpy_forms():
         slow = zones_hold_requests(*inputs)
     assert fast.tolist() == slow.tolist() == [_request_held(row, inputs) for row in inputs[-1].tolist()]
+
+
+class _WalkTable:
+    """What :func:`_containers_in_turn` reads of a node table, random: free amounts and capacities per zone
+    (some free amounts below 0, as over-commitment leaves them), valid slots, memory groups."""
+
+    def __init__(self, names: list[str], zones: int, rows: int, rnd: np.random.Generator) -> None:
+        self._cap = {n: rnd.integers(0, 9, size=(zones, rows)) * (2**30 if n != "cpu" else 1000) for n in names}
+        self._free = {n: cap - rnd.integers(0, 4, size=(zones, rows)) * (2**30 if n != "cpu" else 1000)
+                      for n, cap in self._cap.items()}
+        self._valid = rnd.random((zones, rows)) < 0.9
+        self._split = rnd.random((zones, rows)) < 0.15
+        self._held = rnd.random((zones, rows)) < 0.3
+
+    def zone_free(self, name: str) -> np.ndarray:
+        return self._free[name]
+
+    def zone_capacity(self, name: str) -> np.ndarray:
+        return self._cap[name]
+
+    def zone_capacity_max(self, name: str) -> np.ndarray:
+        return self._cap[name].max(axis=0)
+
+    def zone_valid(self) -> np.ndarray:
+        return self._valid
+
+    def zone_split(self) -> np.ndarray:
+        return self._split
+
+    def zone_held(self) -> np.ndarray:
+        return self._held
+
+
+@st.composite
+def walks(draw: st.DrawFn) -> tuple:
+    """A Guaranteed pod whose containers a container-scope kubelet places in turn, and random zones."""
+    def container(name: str, restart: str | None = None) -> Container:
+        limits = {"cpu": draw(st.sampled_from([500, 1000, 2000, 3000, 5000, 8000])),
+                  "memory": draw(st.integers(1, 8)) * 2**30}
+        if draw(st.booleans()):
+            limits["hugepages-1Gi"] = draw(st.integers(1, 4)) * 2**30
+        return Container(name, limits=limits, restart_policy=restart)
+    inits = tuple(container(f"i{k}", draw(st.sampled_from([None, None, "Always"])))
+                  for k in range(draw(st.integers(0, 2))))
+    pod = Pod("p", uid="p", init_containers=inits,
+              containers=tuple(container(f"c{k}") for k in range(draw(st.integers(1, 4)))))
+    request = AlignedRequest(pod)
+    assume(request.walk)
+    rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    zones, size = draw(st.integers(1, 4)), draw(st.integers(1, 60))
+    table = _WalkTable(request.stacked[0], zones, size, rnd)
+    rows = np.flatnonzero(rnd.random(size) < 0.7)
+    restricted, lenient = draw(st.sampled_from([(False, False), (True, False), (False, True)]))
+    if lenient:  # as _lenient_memory asks: no CPU aligned, memory aligned everywhere
+        cpu_static, mem_static = np.zeros(len(rows), dtype=bool), np.ones(len(rows), dtype=bool)
+    else:
+        cpu_static, mem_static = rnd.random(len(rows)) < 0.8, rnd.random(len(rows)) < 0.8
+    return table, rows, request, cpu_static, mem_static, restricted, lenient
+
+
+@needs_compiled
+@settings(**{**SETTINGS, "max_examples": 400})
+@given(walks())
+def test_containers_in_turn_are_the_numpy_ones(inputs: tuple) -> None:
+    table, rows, request, cpu_static, mem_static, restricted, lenient = inputs
+    fast = _containers_in_turn(table, rows, request, cpu_static, mem_static, restricted, lenient)
+    with numpy_forms():
+        slow = _containers_in_turn(table, rows, request, cpu_static, mem_static, restricted, lenient)
+    assert fast.tolist() == slow.tolist()
 
 
 # ---- the node table's derived arrays ------------------------------------------------------------------

@@ -557,6 +557,176 @@ static PyObject *zones_hold(PyObject *Py_UNUSED(self), PyObject *const *args, Py
     return call_end(&c, Py_NewRef(Py_None));
 }
 
+/* ---- NUMAAlignment: a container-scope kubelet's containers, one after the other --------------------- */
+
+enum { STEP_INIT = 0, STEP_LOWEST = 1, STEP_FORCED = 2, STEP_EITHER = 3 };
+
+PyDoc_STRVAR(walk_zones_doc,
+"walk_zones(valid, split, held, frees, caps, widest_cpu, cpu_static, mem_static, by, needs, steps, cpu,\n"
+"           restricted, lenient, out, rows=None)\n\n"
+"Per asked row, whether the containers of a walk (steps, k x 2 int64: a row of needs and its kind, 0 a\n"
+"regular init container, 1 the lowest zone, 2 the init container's zone while its CPUs are reusable, 3\n"
+"either) each find a zone, placed one after the other as a container-scope kubelet places them: the\n"
+"NumPy form is toposched.scheduler.plugins.numa._containers_in_turn, whose notes give the rules.\n"
+"valid, split, held zones x rows (bool); frees (and caps with restricted, else empty) one zones x rows\n"
+"int64 array per resource; widest_cpu one int64 per row (None without restricted or CPUs); cpu_static,\n"
+"mem_static one bool per asked row; by a code per resource (0 device, 1 CPU, 2 memory); needs requests x\n"
+"resources; cpu the CPUs' resource (-1: none); out one bool per asked row.");
+
+static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    Call c;
+    if (!call_begin(&c, nargs, 15, 16, "walk_zones takes valid, split, held, frees, caps, widest_cpu, cpu_static, "
+                    "mem_static, by, needs, steps, cpu, restricted, lenient, out and rows"))
+        return NULL;
+    Py_buffer *frees[MAX_ARRAYS], *caps[MAX_ARRAYS];
+    Py_ssize_t n_frees = 0, n_caps = 0, n = 0;
+    const int64_t *index = NULL;
+    const long long cpu = PyLong_AsLongLong(args[11]);
+    const int restricted = PyObject_IsTrue(args[12]), lenient = PyObject_IsTrue(args[13]);
+    if ((cpu == -1 && PyErr_Occurred()) || restricted < 0 || lenient < 0)
+        return call_end(&c, NULL);
+    const Py_buffer *valid = take(&c, args[0], 2, 'b', 0, 1, "valid");
+    const Py_buffer *split = valid ? take(&c, args[1], 2, 'b', 0, 1, "split") : NULL;
+    const Py_buffer *held = split ? take(&c, args[2], 2, 'b', 0, 1, "held") : NULL;
+    const Py_buffer *cpu_static = held ? take(&c, args[6], 1, 'b', 0, 0, "cpu_static") : NULL;
+    const Py_buffer *mem_static = cpu_static ? take(&c, args[7], 1, 'b', 0, 0, "mem_static") : NULL;
+    const Py_buffer *by = mem_static ? take(&c, args[8], 1, 'i', 0, 0, "by") : NULL;
+    const Py_buffer *needs = by ? take(&c, args[9], 2, 'i', 0, 0, "needs") : NULL;
+    const Py_buffer *steps = needs ? take(&c, args[10], 2, 'i', 0, 0, "steps") : NULL;
+    const Py_buffer *out = steps ? take(&c, args[14], 1, 'b', 1, 0, "out") : NULL;
+    const Py_buffer *widest = NULL;
+    if (out == NULL || take_each(&c, args[3], frees, &n_frees, 2, 'i', 1, "frees") < 0
+        || take_each(&c, args[4], caps, &n_caps, 2, 'i', 1, "caps") < 0
+        || (args[5] != Py_None && (widest = take(&c, args[5], 1, 'i', 0, 1, "widest_cpu")) == NULL))
+        return call_end(&c, NULL);
+    const Py_ssize_t zones = valid->shape[0], size = valid->shape[1], names = by->shape[0];
+    if (take_rows(&c, nargs == 16 ? args[15] : Py_None, &index, &n, size, "rows") < 0)
+        return call_end(&c, NULL);
+    if (!expect(split->shape[0] == zones && split->shape[1] == size && held->shape[0] == zones && held->shape[1] == size,
+                "valid, split and held")
+        || !expect(n_frees == names && needs->shape[1] == names, "frees, by and needs name the same resources")
+        || !expect(!restricted || n_caps == names, "caps, one per resource, with restricted")
+        || !expect(cpu >= -1 && cpu < names, "cpu: a resource or -1")
+        || !expect(!(restricted && cpu >= 0) || (widest != NULL && widest->shape[0] == size), "widest_cpu and valid")
+        || !expect(steps->shape[1] == 2, "steps: k x 2")
+        || !expect(cpu_static->shape[0] == n && mem_static->shape[0] == n && out->shape[0] == n,
+                   "cpu_static, mem_static, out and the asked rows"))
+        return call_end(&c, NULL);
+    const int64_t *codes = (const int64_t *)by->buf, *walk = (const int64_t *)steps->buf;
+    const Py_ssize_t count = steps->shape[0];
+    for (Py_ssize_t r = 0; r < names; r++)
+        if (!expect(codes[r] >= BY_DEVICE && codes[r] <= BY_MEMORY, "by: 0, 1 or 2 per resource")
+            || !expect(frees[r]->shape[0] == zones && frees[r]->shape[1] == size, "frees and valid")
+            || !expect(!restricted || (caps[r]->shape[0] == zones && caps[r]->shape[1] == size), "caps and valid"))
+            return call_end(&c, NULL);
+    for (Py_ssize_t s = 0; s < count; s++)
+        if (!expect(walk[2 * s] >= 0 && walk[2 * s] < needs->shape[0], "steps: rows of needs")
+            || !expect(walk[2 * s + 1] >= STEP_INIT && walk[2 * s + 1] <= STEP_EITHER, "steps: kinds 0 to 3"))
+            return call_end(&c, NULL);
+    /* Scratch: what the row's containers took (resources x zones), its zones holding a step and its
+     * zones holding single-NUMA memory allocations. */
+    int64_t *taken = call_scratch(&c, (size_t)(names * zones) * sizeof(int64_t) + 2 * (size_t)zones);
+    if (taken == NULL)
+        return call_end(&c, NULL);
+    unsigned char *holds = (unsigned char *)(taken + names * zones), *held_here = holds + zones;
+    unsigned char *answer = (unsigned char *)out->buf;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const Py_ssize_t row = index ? index[j] : j;
+        const int cs = B1(cpu_static, j) != 0, ms = B1(mem_static, j) != 0;
+#define ALIGNED(r) (codes[r] == BY_CPU ? cs : codes[r] == BY_MEMORY ? ms : 1)
+        memset(taken, 0, (size_t)(names * zones) * sizeof(int64_t));
+        for (Py_ssize_t z = 0; z < zones; z++)
+            held_here[z] = lenient && B2(held, z, row);
+        int ok = 1, alive = 1, init_memory = 0;
+        Py_ssize_t forced = zones;
+        for (Py_ssize_t s = 0; s < count; s++) {
+            const int64_t *want = (const int64_t *)at2(needs, walk[2 * s]);
+            const int64_t kind = walk[2 * s + 1];
+            int counted = 0, with_memory = 0;
+            for (Py_ssize_t r = 0; r < names; r++)
+                if (want[r]) {
+                    counted |= ALIGNED(r);
+                    with_memory |= codes[r] == BY_MEMORY && ALIGNED(r);
+                }
+            Py_ssize_t lowest = zones;
+            for (Py_ssize_t z = zones - 1; z >= 0; z--) {
+                int fits = B2(valid, z, row) && (!with_memory || !B2(split, z, row));
+                for (Py_ssize_t r = 0; r < names && fits; r++)
+                    if (want[r] && ALIGNED(r))
+                        fits = EL2(frees[r], z, row) - taken[r * zones + z] >= want[r];
+                holds[z] = (unsigned char)fits;
+                lowest = fits ? z : lowest;
+            }
+            int live = alive && counted;
+            if (restricted) {
+                int wide = 0;
+                if (with_memory) { /* memory no one zone's capacity holds: no single-zone memory hint */
+                    int fits_one = 0;
+                    for (Py_ssize_t z = 0; z < zones && !fits_one; z++) {
+                        fits_one = B2(valid, z, row);
+                        for (Py_ssize_t r = 0; r < names && fits_one; r++)
+                            if (codes[r] == BY_MEMORY && want[r] && ALIGNED(r))
+                                fits_one = EL2(caps[r], z, row) >= want[r];
+                    }
+                    wide = !fits_one;
+                }
+                if (kind == STEP_FORCED && live && forced < zones && init_memory && wide)
+                    ok = 0;
+                if (cpu >= 0 && want[cpu] && ALIGNED(cpu) && EL1(widest, row) < want[cpu])
+                    wide = 1;
+                if (live && wide)
+                    alive = 0;
+                live = live && alive;
+            }
+            const int found = lowest < zones;
+            if (lenient && live && !found) { /* no zone holds it: refused where no multi-NUMA set could either */
+                for (Py_ssize_t r = 0; r < names; r++) {
+                    if (codes[r] != BY_MEMORY || !want[r] || !ALIGNED(r))
+                        continue;
+                    uint64_t joinable = 0;
+                    for (Py_ssize_t z = 0; z < zones; z++)
+                        joinable += (B2(valid, z, row) && !held_here[z]) ? (uint64_t)EL2(frees[r], z, row) : 0;
+                    if ((int64_t)joinable < want[r])
+                        ok = 0;
+                }
+                alive = live = 0;
+            }
+            if (live && !found)
+                ok = 0;
+            if (lenient && live && found && with_memory)
+                held_here[lowest] = 1;
+            if (kind == STEP_INIT) {
+                const int cpu_here = cpu >= 0 && want[cpu] > 0 && cs;
+                forced = live && found && cpu_here ? lowest : zones;
+                init_memory = live && found && with_memory;
+                continue;
+            }
+            Py_ssize_t zone = lowest;
+            if (kind == STEP_FORCED || kind == STEP_EITHER) {
+                const int pinned = live && forced < zones;
+                const int in_forced = pinned && holds[forced < zones ? forced : zones - 1];
+                if (kind == STEP_FORCED) {
+                    if (pinned && !in_forced)
+                        ok = 0;
+                    zone = pinned ? forced : lowest;
+                } else {
+                    if (in_forced && found && lowest != forced)
+                        alive = 0;
+                    live = live && alive;
+                }
+            }
+            if (live && zone < zones)
+                for (Py_ssize_t r = 0; r < names; r++)
+                    if (want[r] && ALIGNED(r))
+                        taken[r * zones + zone] += want[r];
+        }
+#undef ALIGNED
+        answer[j] = (unsigned char)ok;
+    }
+    return call_end(&c, Py_NewRef(Py_None));
+}
+
 /* ---- NodeResourcesFit --------------------------------------------------------------------------- */
 
 /* Per-row arrays of one length with a number each (as many numbers as arrays), and the asked rows of
@@ -1105,6 +1275,7 @@ static PyMethodDef methods[] = {
     {"scarcity_rows", (PyCFunction)(void (*)(void))scarcity_rows, METH_FASTCALL, scarcity_rows_doc},
     {"first_zone_holding", (PyCFunction)(void (*)(void))first_zone_holding, METH_FASTCALL, first_zone_holding_doc},
     {"zones_hold", (PyCFunction)(void (*)(void))zones_hold, METH_FASTCALL, zones_hold_doc},
+    {"walk_zones", (PyCFunction)(void (*)(void))walk_zones, METH_FASTCALL, walk_zones_doc},
     {"derive_rows", (PyCFunction)(void (*)(void))derive_rows, METH_FASTCALL, derive_rows_doc},
     {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},
     {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},

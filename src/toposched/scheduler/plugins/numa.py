@@ -436,7 +436,19 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
     holds a container, the row is refused only if no multi-NUMA set could either
     (:func:`_no_memory_set`), and is not read further otherwise.
     """
-    names, _ = request.stacked
+    names, stacked = request.stacked
+    if rowloops.compiled is not None:  # the same walk, row by row in one compiled pass (no _roomy shortcut needed)
+        frees = [table.zone_free(name) for name in names]  # may add columns: before reading the zones' validity
+        out = np.empty(len(rows), dtype=bool)
+        rowloops.compiled.walk_zones(
+            table.zone_valid(), table.zone_split(), table.zone_held(), frees,
+            [table.zone_capacity(name) for name in names] if restricted else [],
+            table.zone_capacity_max("cpu") if restricted and "cpu" in names else None,
+            np.ascontiguousarray(cpu_static, dtype=bool), np.ascontiguousarray(mem_static, dtype=bool),
+            np.array([_BY_CODES[by] for by in request.aligned_by], dtype=np.int64), stacked,
+            np.array(request.walk, dtype=np.int64).reshape(-1, 2), names.index("cpu") if "cpu" in names else -1,
+            restricted, lenient, out, rows)
+        return out
     asked = sorted({j for i, _ in request.walk for j, need in enumerate(request.stacked_lists[i]) if need})
     aligned = {j: np.broadcast_to(aligns(request.aligned_by[j], cpu_static, mem_static), rows.shape) for j in asked}
     kinds = {kind for _, kind in request.walk}
