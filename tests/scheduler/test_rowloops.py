@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
 from toposched.scheduler.plugins.numa import AlignedRequest, _containers_in_turn, zones_hold_requests
-from toposched.workload import Container, Pod
 from toposched.scheduler.plugins.scarcity import after_zone_totals, held_rows, row_losses
+from toposched.workload import Container, Pod
 
 compiled = rowloops.compiled
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the _rowloops extension was not built (no C compiler)")
