@@ -889,7 +889,7 @@ class FlaggedNodes:
         self._flagged: set[str] = set()
         self._dirty: set[str] = set(cluster.nodes)
         self._changes = 0  # how often the flagged set changed: the rows below are for one count
-        # per table: (changes, its size and layout, the flagged rows) as of the last positions()
+        # per table: (changes, its size and layout, per row whether it is flagged) as of the last positions()
         self._rows: weakref.WeakKeyDictionary[NodeTable, tuple[int, int, int, np.ndarray]] = weakref.WeakKeyDictionary()
         cluster.subscribe(self._mark)
 
@@ -917,12 +917,11 @@ class FlaggedNodes:
         names = self.names()
         kept = self._rows.get(table)
         if kept is None or kept[:3] != (self._changes, table.size, table.layout):
-            kept = self._rows[table] = (self._changes, table.size, table.layout,
-                                        np.array([table.index[n] for n in names if n in table.index], dtype=np.int64))
-        flagged = kept[3]
-        if not len(flagged):
-            return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(np.isin(rows, flagged))
+            flagged = np.zeros(table.size, dtype=bool)
+            flagged[[table.index[n] for n in names if n in table.index]] = True
+            kept = self._rows[table] = (self._changes, table.size, table.layout, flagged)
+        # A lookup per row (np.isin sorted the rows and the flagged ones: 0.28 ms with hundreds flagged).
+        return np.flatnonzero(kept[3] if rows is table.all_rows() else kept[3][rows])
 
     def positions_few(self, table: NodeTable, rows: list[int]) -> list[int]:
         """:meth:`positions` for a few rows, as a list."""
@@ -1294,12 +1293,18 @@ class CPUOrchestration:
         cls, counts = memo.cls[rows], memo.values.take(rows, axis=0)  # take: a 2-D gather at a quarter of the cost
         ok = np.ones(len(rows), dtype=bool)
         reasons = ReasonCodes(len(rows))  # each refused row's own reason, as the per-node filter words it
-        for ident in np.unique(cls).tolist():
+        # The rows of each class at once: one stable sort, each class's positions a slice of it in
+        # ascending order (a scan of every row per class cost 7 µs a class, and a pod meets dozens).
+        order = np.argsort(cls, kind="stable")
+        grouped = cls[order]
+        cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+        for start, end in zip([0, *cuts], [*cuts, len(cls)]):
+            ident = int(grouped[start]) if end > start else -1
             if ident < 0:
-                continue  # a gone node: the per-node filter passes it
+                continue  # a gone node: the per-node filter passes it (or no rows at all)
             facts = memo.keys[ident]
             verdict = self._judge(request, facts)  # type: ignore[arg-type]
-            at = np.flatnonzero(cls == ident)
+            at = order[start:end]
             if not verdict.status.is_success:
                 ok[at] = False
                 reasons.set(at, reason_of(verdict.status))
