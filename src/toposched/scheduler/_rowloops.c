@@ -573,6 +573,20 @@ PyDoc_STRVAR(walk_zones_doc,
 "mem_static one bool per asked row; by a code per resource (0 device, 1 CPU, 2 memory); needs requests x\n"
 "resources; cpu the CPUs' resource (-1: none); out one bool per asked row.");
 
+static inline int step_fits(Py_ssize_t z, Py_ssize_t row, const int64_t *want, const int64_t *taken, int with_memory,
+                            const Py_buffer *valid, const Py_buffer *split, Py_buffer *const *frees, const int64_t *codes,
+                            Py_ssize_t names, Py_ssize_t zones, int cs, int ms)
+{
+    if (!B2(valid, z, row) || (with_memory && B2(split, z, row)))
+        return 0;
+    for (Py_ssize_t r = 0; r < names; r++) {
+        const int aligned = codes[r] == BY_CPU ? cs : codes[r] == BY_MEMORY ? ms : 1;
+        if (want[r] && aligned && EL2(frees[r], z, row) - taken[r * zones + z] < want[r])
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     Call c;
@@ -624,12 +638,12 @@ static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py
         if (!expect(walk[2 * s] >= 0 && walk[2 * s] < needs->shape[0], "steps: rows of needs")
             || !expect(walk[2 * s + 1] >= STEP_INIT && walk[2 * s + 1] <= STEP_EITHER, "steps: kinds 0 to 3"))
             return call_end(&c, NULL);
-    /* Scratch: what the row's containers took (resources x zones), its zones holding a step and its
-     * zones holding single-NUMA memory allocations. */
-    int64_t *taken = call_scratch(&c, (size_t)(names * zones) * sizeof(int64_t) + 2 * (size_t)zones);
+    /* Scratch: what the row's containers took (resources x zones) and its zones holding single-NUMA
+     * memory allocations. */
+    int64_t *taken = call_scratch(&c, (size_t)(names * zones) * sizeof(int64_t) + (size_t)zones);
     if (taken == NULL)
         return call_end(&c, NULL);
-    unsigned char *holds = (unsigned char *)(taken + names * zones), *held_here = holds + zones;
+    unsigned char *held_here = (unsigned char *)(taken + names * zones);
     unsigned char *answer = (unsigned char *)out->buf;
     for (Py_ssize_t j = 0; j < n; j++) {
         const Py_ssize_t row = index ? index[j] : j;
@@ -649,15 +663,12 @@ static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py
                     counted |= ALIGNED(r);
                     with_memory |= codes[r] == BY_MEMORY && ALIGNED(r);
                 }
-            Py_ssize_t lowest = zones;
-            for (Py_ssize_t z = zones - 1; z >= 0; z--) {
-                int fits = B2(valid, z, row) && (!with_memory || !B2(split, z, row));
-                for (Py_ssize_t r = 0; r < names && fits; r++)
-                    if (want[r] && ALIGNED(r))
-                        fits = EL2(frees[r], z, row) - taken[r * zones + z] >= want[r];
-                holds[z] = (unsigned char)fits;
-                lowest = fits ? z : lowest;
-            }
+/* Zone z holds the step: valid, outside a multi-NUMA memory group when it asks for memory, and enough
+ * of every resource it asks for that the row aligns, less what the containers before took. */
+#define HOLDS(z) step_fits(z, row, want, taken, with_memory, valid, split, frees, codes, names, zones, cs, ms)
+            Py_ssize_t lowest = 0;
+            while (lowest < zones && !HOLDS(lowest))
+                lowest++;
             int live = alive && counted;
             if (restricted) {
                 int wide = 0;
@@ -705,7 +716,7 @@ static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py
             Py_ssize_t zone = lowest;
             if (kind == STEP_FORCED || kind == STEP_EITHER) {
                 const int pinned = live && forced < zones;
-                const int in_forced = pinned && holds[forced < zones ? forced : zones - 1];
+                const int in_forced = pinned && HOLDS(forced);
                 if (kind == STEP_FORCED) {
                     if (pinned && !in_forced)
                         ok = 0;
@@ -721,6 +732,7 @@ static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py
                     if (want[r] && ALIGNED(r))
                         taken[r * zones + zone] += want[r];
         }
+#undef HOLDS
 #undef ALIGNED
         answer[j] = (unsigned char)ok;
     }
