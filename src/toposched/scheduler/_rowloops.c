@@ -435,6 +435,13 @@ static PyObject *first_zone_holding(PyObject *Py_UNUSED(self), PyObject *const *
 
 enum { BY_DEVICE = 0, BY_CPU = 1, BY_MEMORY = 2 };
 
+/* Whether a row aligns a resource of this code: CPUs under the static CPU manager (cpu), memory under
+ * the Static memory manager (mem), devices everywhere. */
+static inline int aligned_on(int64_t code, int cpu, int mem)
+{
+    return code == BY_CPU ? cpu : code == BY_MEMORY ? mem : 1;
+}
+
 PyDoc_STRVAR(zones_hold_doc,
 "zones_hold(valid, frees, caps, widest, cpu_static, mem_static, by, needs, restricted, out, rows=None)\n\n"
 "Per asked row: every request (a row of needs, requests x resources) is held whole by some valid zone,\n"
@@ -472,7 +479,7 @@ static void request_needs(int64_t *need, unsigned char *ok, const int64_t *want,
                     memory_counted |= EL1(widest[r], row) > 0;
         }
         for (Py_ssize_t r = 0; r < names; r++) {
-            const int exempt = by[r] == BY_CPU ? !cpu : by[r] == BY_MEMORY ? !mem : 0;
+            const int exempt = !aligned_on(by[r], cpu, mem);
             int spared = exempt;
             if (restricted && want[r] != 0) {
                 const int grouped = by[r] == BY_MEMORY && memory > 1;
@@ -580,8 +587,7 @@ static inline int step_fits(Py_ssize_t z, Py_ssize_t row, const int64_t *want, c
     if (!B2(valid, z, row) || (with_memory && B2(split, z, row)))
         return 0;
     for (Py_ssize_t r = 0; r < names; r++) {
-        const int aligned = codes[r] == BY_CPU ? cs : codes[r] == BY_MEMORY ? ms : 1;
-        if (want[r] && aligned && EL2(frees[r], z, row) - taken[r * zones + z] < want[r])
+        if (want[r] && aligned_on(codes[r], cs, ms) && EL2(frees[r], z, row) - taken[r * zones + z] < want[r])
             return 0;
     }
     return 1;
@@ -648,7 +654,7 @@ static PyObject *walk_zones(PyObject *Py_UNUSED(self), PyObject *const *args, Py
     for (Py_ssize_t j = 0; j < n; j++) {
         const Py_ssize_t row = index ? index[j] : j;
         const int cs = B1(cpu_static, j) != 0, ms = B1(mem_static, j) != 0;
-#define ALIGNED(r) (codes[r] == BY_CPU ? cs : codes[r] == BY_MEMORY ? ms : 1)
+#define ALIGNED(r) aligned_on(codes[r], cs, ms)
         memset(taken, 0, (size_t)(names * zones) * sizeof(int64_t));
         for (Py_ssize_t z = 0; z < zones; z++)
             held_here[z] = lenient && B2(held, z, row);

@@ -14,6 +14,7 @@ NUMAScore prefers nodes where the pod needs the fewest NUMA zones.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -65,6 +66,7 @@ class AlignedRequest:
 
     ``walk``: the containers a container-scope kubelet places one after the other on single NUMA
     nodes, as (row of ``stacked``, step kind) in admission order; see :func:`_containers_in_turn`.
+    ``steps``: the walk as an int64 array (steps x 2), as the compiled walk reads it.
     ``reuse_spans``: per container the walk forces into a regular init container's zone, how many
     of that container's CPUs are certainly still reusable when it comes, and its own; see
     :func:`_reuse_spans`.
@@ -78,6 +80,7 @@ class AlignedRequest:
             self.containers, self.pod, self.stacked_lists = [], {}, [[]]
             self.stacked = ([], np.zeros((1, 0), dtype=np.int64))
             self.aligned_by, self.walk, self.reuse_spans, self.memory_rows = [], [], [], []
+            self.steps = np.zeros((0, 2), dtype=np.int64)
             self.first_memory = None
             return
         every = [self._of(pod, c) for c in pod.all_containers]
@@ -100,6 +103,7 @@ class AlignedRequest:
         # Per name: which manager must be static for the node to align it ("cpu", "memory" or "" for devices).
         self.aligned_by = [aligning_manager(n) for n in names]
         self.walk = _walk(pod, every)
+        self.steps = np.array(self.walk, dtype=np.int64).reshape(-1, 2)  # the walk as the compiled loop reads it
         self.reuse_spans = _reuse_spans(self.walk, names, self.stacked_lists)
         # Per row of ``stacked`` that asks for memory or hugepages: (row, [(name's position, amount)]).
         memory = [j for j, by in enumerate(self.aligned_by) if by == "memory"]
@@ -244,6 +248,14 @@ def _fits_one_zone(table: NodeTable, rows: np.ndarray, request: AlignedRequest, 
 _BY_CODES = {"": 0, "cpu": 1, "memory": 2}  # the compiled loop's codes of aligning_manager's answers
 
 
+@lru_cache(maxsize=256)
+def _codes_of(aligned_by: tuple[str, ...]) -> np.ndarray:
+    """``aligned_by`` as the compiled loops' codes (read-only; kept per tuple: pods share a few)."""
+    codes = np.array([_BY_CODES[by] for by in aligned_by], dtype=np.int64)
+    codes.flags.writeable = False
+    return codes
+
+
 def zones_hold_requests(valid: np.ndarray, frees: list[np.ndarray], caps: list[np.ndarray], widest: list[np.ndarray],
                         cpu_static: np.ndarray, mem_static: np.ndarray, aligned_by: list[str], needs: np.ndarray,
                         restricted: bool, rows: np.ndarray) -> np.ndarray:
@@ -260,8 +272,8 @@ def zones_hold_requests(valid: np.ndarray, frees: list[np.ndarray], caps: list[n
     if rowloops.compiled is not None:
         out = np.empty(len(rows), dtype=bool)
         rowloops.compiled.zones_hold(valid, frees, caps, widest, cpu_static, mem_static,
-                                     np.array([_BY_CODES[by] for by in aligned_by], dtype=np.int64),
-                                     np.ascontiguousarray(needs, dtype=np.int64), restricted, out, rows)
+                                     _codes_of(tuple(aligned_by)), np.ascontiguousarray(needs, dtype=np.int64), restricted,
+                                     out, rows)
         return out
     # When the rows are an eighth of the table or more, the per-row arrays are computed over every
     # row and the asked ones picked at the end.
@@ -445,8 +457,7 @@ def _containers_in_turn(table: NodeTable, rows: np.ndarray, request: AlignedRequ
             [table.zone_capacity(name) for name in names] if restricted else [],
             table.zone_capacity_max("cpu") if restricted and "cpu" in names else None,
             np.ascontiguousarray(cpu_static, dtype=bool), np.ascontiguousarray(mem_static, dtype=bool),
-            np.array([_BY_CODES[by] for by in request.aligned_by], dtype=np.int64), stacked,
-            np.array(request.walk, dtype=np.int64).reshape(-1, 2), names.index("cpu") if "cpu" in names else -1,
+            _codes_of(tuple(request.aligned_by)), stacked, request.steps, names.index("cpu") if "cpu" in names else -1,
             restricted, lenient, out, rows)
         return out
     asked = sorted({j for i, _ in request.walk for j, need in enumerate(request.stacked_lists[i]) if need})
