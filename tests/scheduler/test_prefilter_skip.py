@@ -77,9 +77,10 @@ def test_a_filter_that_is_not_skipped_still_refuses(nodes):
 def test_the_skip_is_kept_with_the_pod_shapes_prefilter_result():
     gate = Gate()
     scheduler = _scheduler(gate, 40)
-    for name in ("a", "b", "c"):
+    for name in ("a", "b", "c", "e"):
         assert scheduler.schedule(_pod(name, skip=True), now=0.0).node is not None
-    assert gate.pre_filtered == 1 and gate.ran == []  # the later pods of the shape reuse the first one's state
+    # A shape is cached from its second pod on: the pods after it reuse that one's state.
+    assert gate.pre_filtered == 2 and gate.ran == []
     state, status = scheduler.runner.pre_filter(_pod("d", skip=True), scheduler.shape(_pod("d", skip=True)))
     assert status.is_success and state[SKIPPED_FILTERS] == frozenset({"Gate"})
     assert scheduler.runner.active_filters(state) == []

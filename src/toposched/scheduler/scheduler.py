@@ -44,6 +44,7 @@ _NO_SCORE = np.iinfo(np.int64).min
 _GONE = "node is gone"  # the verdict of a row whose node was removed
 # Pod annotations the plugins read: part of a pod's shape for caching.
 _SHAPE_ANNOTATIONS = (TOPOSCHED_PREFIX, KOORDINATOR_SCHEDULING_PREFIX)
+_DOORKEEPER_SIZE = 4096  # pod shapes seen once that are remembered (see Scheduler._seen_before)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,11 @@ class Scheduler:
         self.few_rows = few_rows
         # pod shape -> (verdict, total, candidates, raw scores of normalizing plugins, table stamp): see _evaluate
         self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray], int]] = OrderedDict()
+        # The pod shapes seen once and not cached (see _seen_before), oldest first; at most _DOORKEEPER_SIZE.
+        self._seen_once: dict[tuple, None] = {}
+        # The evaluation this cycle made of a shape it did not cache: (shape, entry), kept until a refusal
+        # must be remembered for the shape (see schedule).
+        self._uncached: tuple[tuple, tuple] | None = None
         # Filter reasons by index, each with its Status code (see _reason_index).
         self._reasons: list[str] = []
         self._reason_codes: list[Code] = []
@@ -132,7 +138,8 @@ class Scheduler:
             return Decision(pod.key, None, None, status, {}, self.table.live_count)
         self.runner.advance(now)
         key = self.shape(pod)
-        state, status = self.runner.pre_filter(pod, key)
+        keep = key is not None and self._seen_before(key)
+        state, status = self.runner.pre_filter(pod, key if keep else None)
         self.table.refresh()
         live = self.table.live_count
         if not status.is_success:
@@ -142,7 +149,7 @@ class Scheduler:
             verdict, candidates = self._search(state, pod, to_find, key)
             base = candidates
         else:
-            verdict, _, base, raws = self._evaluate(state, pod, key)
+            verdict, _, base, raws = self._evaluate(state, pod, key, keep=keep)
             # A working copy: the cached candidates change only where a node refuses (below).
             candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
@@ -164,6 +171,9 @@ class Scheduler:
             # its row): recorded as the row's cached verdict, no later pod of the shape tries it again.
             refusals[refused] += 1
             verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
+            if self._uncached is not None and self._uncached[1][0] is verdict:
+                self._store(*self._uncached)  # the refusal is remembered for the shape, as for a cached one
+                self._uncached = None
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
         reasons: Counter[str] = Counter()
         for i, n in enumerate(counts.tolist()):
@@ -320,14 +330,45 @@ class Scheduler:
         would say so) and its text."""
         return Status(self._reason_codes[index], (self._reasons[index],))
 
-    def _evaluate(self, state: CycleState, pod: Pod,
-                  key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    def _seen_before(self, key: tuple) -> bool:
+        """Whether results for pods of shape ``key`` are worth keeping: it is cached, or a pod of it
+        came before (among the last _DOORKEEPER_SIZE shapes seen once). A shape seen for the first
+        time is remembered here, and its results are not kept.
+
+        On a workload where nearly every pod has a shape of its own, keeping each one's results
+        (five arrays as long as the table, and its PreFilter state) and dropping the oldest cost a
+        pod more than the cache ever saves; a shape that comes twice is cached from its second
+        pod on, as before. Cached or not, the answers are the same.
+        """
+        if key in self._cache:
+            return True
+        seen = self._seen_once
+        if key in seen:
+            del seen[key]
+            return True
+        seen[key] = None
+        if len(seen) > _DOORKEEPER_SIZE:
+            del seen[next(iter(seen))]
+        return False
+
+    def _store(self, key: tuple, entry: tuple) -> None:
+        """Keep ``entry`` as the cached results of shape ``key`` (the most recent; the oldest beyond ``cache_size`` dropped)."""
+        self._cache[key] = entry
+        self._cache.move_to_end(key)
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _evaluate(self, state: CycleState, pod: Pod, key: tuple | None,
+                  keep: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
         """Per row: the index of the first filter reason that rejects it (or _FEASIBLE), its total
         score without the normalizing plugins, its candidate score (that total where feasible,
         else _NO_SCORE), and per normalizing plugin its raw scores (0 where not feasible).
 
         Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
+        With ``keep`` False the results of a shape not cached are not kept either, but remembered
+        as this cycle's (``_uncached``) until :meth:`schedule` needs them kept.
         """
+        self._uncached = None
         size = self.table.size
         normalizing = self.runner.normalizing(state, pod)
         cached = self._cache.get(key) if key is not None else None
@@ -362,11 +403,10 @@ class Scheduler:
             candidates[rows] = np.where(verdict[rows] == _FEASIBLE, total[rows], _NO_SCORE)
             for i, raw in raws.items():
                 raw[rows] = raw_of[i]
-        if key is not None:
-            self._cache[key] = (verdict, total, candidates, raws, self.table.stamp)
-            self._cache.move_to_end(key)
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        if key is not None and keep:
+            self._store(key, (verdict, total, candidates, raws, self.table.stamp))
+        elif key is not None:
+            self._uncached = (key, (verdict, total, candidates, raws, self.table.stamp))
         return verdict, total, candidates, raws
 
     def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray,
