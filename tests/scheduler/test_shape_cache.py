@@ -2,9 +2,9 @@
 remembered for the shape from its first pod on, cached or not."""
 
 import toposched.scheduler.plugins  # noqa: F401  (registers the plugins)
+from tests.scheduler.test_scheduler import cluster_of, guaranteed, toposched_profile
 from toposched.scheduler.framework import Profile
 from toposched.scheduler.scheduler import Scheduler
-from tests.scheduler.test_scheduler import cluster_of, guaranteed, toposched_profile
 
 
 def refusing(scheduler: Scheduler, node: str) -> list[tuple[str, str]]:
