@@ -336,9 +336,11 @@ class Scheduler:
         time is remembered here, and its results are not kept.
 
         On a workload where nearly every pod has a shape of its own, keeping each one's results
-        (five arrays as long as the table, and its PreFilter state) and dropping the oldest cost a
-        pod more than the cache ever saves; a shape that comes twice is cached from its second
-        pod on, as before. Cached or not, the answers are the same.
+        (four or more arrays as long as the table, and its PreFilter state) and dropping the
+        oldest cost a pod more than the cache ever saves; a shape that comes twice is cached from
+        its second pod on. Cached or not, the answers are the same, but for ScarcityScore's raw
+        scores, which a cached row keeps from the target in force when it was scored
+        (docs/scheduler/scarcity.md).
         """
         if key in self._cache:
             return True
