@@ -96,9 +96,6 @@ class Scheduler:
         self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray], int]] = OrderedDict()
         # The pod shapes seen once and not cached (see _seen_before), oldest first; at most _DOORKEEPER_SIZE.
         self._seen_once: dict[tuple, None] = {}
-        # The evaluation this cycle made of a shape it did not cache: (shape, entry), kept until a refusal
-        # must be remembered for the shape (see schedule).
-        self._uncached: tuple[tuple, tuple] | None = None
         # Filter reasons by index, each with its Status code (see _reason_index).
         self._reasons: list[str] = []
         self._reason_codes: list[Code] = []
@@ -148,8 +145,11 @@ class Scheduler:
         if to_find < live:
             verdict, candidates = self._search(state, pod, to_find, key)
             base = candidates
+            unkept = None
         else:
-            verdict, _, base, raws = self._evaluate(state, pod, key, keep=keep)
+            verdict, total, base, raws = self._evaluate(state, pod, key, keep=keep)
+            # A shape seen once, not cached: what to cache should a node refuse the pod (below).
+            unkept = None if keep or key is None else (key, (verdict, total, base, raws, self.table.stamp))
             # A working copy: the cached candidates change only where a node refuses (below).
             candidates = self._normalized(state, pod, verdict, base, raws) if raws else base.copy()
         refusals: Counter[str] = Counter()  # the better-scored nodes whose exact placement refused the pod
@@ -171,9 +171,9 @@ class Scheduler:
             # its row): recorded as the row's cached verdict, no later pod of the shape tries it again.
             refusals[refused] += 1
             verdict[row], base[row] = self._reason_index(refused), _NO_SCORE
-            if self._uncached is not None and self._uncached[1][0] is verdict:
-                self._store(*self._uncached)  # the refusal is remembered for the shape, as for a cached one
-                self._uncached = None
+            if unkept is not None:  # the refusal is remembered for the shape, as for a cached one
+                self._store(*unkept)
+                unkept = None
         counts = np.bincount(verdict[verdict >= 0], minlength=len(self._reasons))
         reasons: Counter[str] = Counter()
         for i, n in enumerate(counts.tolist()):
@@ -367,10 +367,9 @@ class Scheduler:
         else _NO_SCORE), and per normalizing plugin its raw scores (0 where not feasible).
 
         Results are kept per pod shape; rows whose node changed since are the only ones recomputed.
-        With ``keep`` False the results of a shape not cached are not kept either, but remembered
-        as this cycle's (``_uncached``) until :meth:`schedule` needs them kept.
+        With ``keep`` False the results of a shape not cached are not kept (:meth:`schedule` keeps
+        them once a node refuses the pod).
         """
-        self._uncached = None
         size = self.table.size
         normalizing = self.runner.normalizing(state, pod)
         cached = self._cache.get(key) if key is not None else None
@@ -407,8 +406,6 @@ class Scheduler:
                 raw[rows] = raw_of[i]
         if key is not None and keep:
             self._store(key, (verdict, total, candidates, raws, self.table.stamp))
-        elif key is not None:
-            self._uncached = (key, (verdict, total, candidates, raws, self.table.stamp))
         return verdict, total, candidates, raws
 
     def _evaluate_rows(self, state: CycleState, pod: Pod, rows: np.ndarray,
