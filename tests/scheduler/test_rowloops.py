@@ -112,10 +112,18 @@ def kept_rows_inputs(draw: st.DrawFn) -> tuple:
     rnd = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     columns, zones, size, spare = draw(st.integers(2, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 120)), draw(st.integers(0, 4))
     shapes = draw(st.integers(1, 4))
-    zfree = _strided(rnd.integers(-3000, 40_000, size=(columns, zones, size)), spare)  # negative: floored as NumPy does
+    # Every row in order, the kept arrays as long as the table: the loop's plane-by-plane form, whose
+    # float quotients hold for amounts in [0, 2**51) (it falls back to the row-by-row loop beyond).
+    every = draw(st.booleans())
+    low = 0 if every and draw(st.booleans()) else -3000  # negative: floored as NumPy does
+    zfree = rnd.integers(low, 40_000, size=(columns, zones, size))
+    free = rnd.integers(5 * low // 3, 200_000, size=(3, size))
+    if draw(st.booleans()):  # amounts about the float quotients' bound
+        zfree.flat[rnd.integers(0, zfree.size, size=3)] = 2**51 + rnd.integers(-2, 2, size=3)
+        free.flat[rnd.integers(0, free.size, size=2)] = 2**51 + rnd.integers(-2, 2, size=2)
+    zfree, free = _strided(zfree, spare), _strided(free, spare)
     zvalid = _strided(rnd.random((zones, size)) < 0.8, spare)
-    free = _strided(rnd.integers(-5000, 200_000, size=(3, size)), spare)
-    rows = np.flatnonzero(rnd.random(size) < draw(st.sampled_from([0.05, 0.5, 1.0])))
+    rows = np.arange(size) if every else np.flatnonzero(rnd.random(size) < draw(st.sampled_from([0.05, 0.5, 1.0])))
     able = rnd.random(len(rows)) < 0.8
     union = np.sort(rnd.choice(columns, size=draw(st.integers(1, columns)), replace=False)).astype(np.int64)
     need = rnd.integers(1, 5000, size=(shapes, len(union)))
@@ -123,9 +131,10 @@ def kept_rows_inputs(draw: st.DrawFn) -> tuple:
     ignored[:, 0] = False  # every shape needs some column (CPU and memory, in the plugin)
     need_cm = rnd.integers(1, 9000, size=(2, shapes))
     cm = rnd.choice(3, size=2, replace=False).astype(np.int64)
-    kept = (rnd.integers(0, 9, size=(shapes, size + spare)), rnd.integers(0, 9, size=(2, size + spare)),
-            rnd.integers(0, 9, size=(shapes, size + spare)), rnd.integers(0, 9, size=(2, shapes, size + spare)),
-            rnd.integers(0, 9, size=(2, shapes, size + spare)))
+    width = size if every else size + spare
+    kept = (rnd.integers(0, 9, size=(shapes, width)), rnd.integers(0, 9, size=(2, width)),
+            rnd.integers(0, 9, size=(shapes, width)), rnd.integers(0, 9, size=(2, shapes, width)),
+            rnd.integers(0, 9, size=(2, shapes, width)))
     return rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, kept
 
 

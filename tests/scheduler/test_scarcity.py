@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import toposched
@@ -14,6 +15,7 @@ from toposched.errors import InputError
 from toposched.kubelet import KubeletConfig
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.framework import registry
+from toposched.scheduler.plugins.scarcity import _DemandWindow
 from toposched.scheduler.profile_setup import load_profile
 from toposched.topology import Machine, NUMANode
 from toposched.workload import Container, Pod
@@ -94,7 +96,7 @@ def test_a_pod_seen_twice_is_learned_once():
 
     for _ in range(3):
         plugin.post_filter(CycleState(), latency("l0"), {})
-    assert plugin.shape_version == 1 and len(plugin._recent) == 1
+    assert plugin.shape_version == 1 and len(plugin._window.recent) == 1
 
 
 def test_a_node_replaced_by_other_hardware_makes_capacity_rare_again():
@@ -245,3 +247,29 @@ def test_quotients_by_each_need_in_turn_equal_one_broadcast_division(rows, shape
     want_q, want_r = np.divmod(free[:, None, :], need[:, :, None])
     assert np.array_equal(quot, want_q) and np.array_equal(rem, want_r)
     assert np.array_equal(holds, np.minimum(totals, np.minimum(want_q[0], want_q[1])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(1, 6),
+       steps=st.lists(st.one_of(st.integers(0, 7), st.sets(st.integers(0, 7), max_size=3)), max_size=60))
+@example(size=1, steps=[0, {0}, 1, set()])  # a kept shape out of the window, then no longer kept
+def test_the_demand_window_ranks_as_a_count_of_its_shapes_and_forgets_what_left(size, steps):
+    """Steps add a pod of shape i, or keep a set of shapes (as a new target does). The window ranks
+    its shapes as counting the last ``size`` shapes does (ties in order of first sight), and knows a
+    shape exactly while it is in the window or kept."""
+    window = _DemandWindow(size)
+    added: list[tuple] = []
+    kept: set[tuple] = set()
+    for step in steps:
+        if isinstance(step, int):
+            shape = (("cpu", 1000 * (step + 1)),)
+            window.add(shape)
+            added.append(shape)
+        else:
+            live = set(added[-size:]) | kept
+            kept = {(("cpu", 1000 * (i + 1)),) for i in step} & live  # only known shapes are kept
+            window.keep({window.number(shape) for shape in kept})
+        ranked = [(window.shape(number), count) for number, count in window.ranked()]
+        assert ranked == Counter(added[-size:]).most_common()
+        assert set(window._numbers) == set(added[-size:]) | kept
+        assert sorted(window._shapes) == sorted(window._numbers.values())

@@ -975,6 +975,118 @@ static inline int64_t floor_div(int64_t a, int64_t b)
 
 #define NO_LIMIT INT64_MAX
 
+#define FLOAT_EXACT ((int64_t)1 << 51)
+
+/* fewest[j] = min(fewest[j], amount[j] // d) for every row: d > 0 and every amount in [0, 2**51), the
+ * quotient by float and corrected by its remainder, exact (see pods_held). */
+ROW_LOOP void fewest_quotients(int64_t *restrict fewest, const int64_t *restrict amount, int64_t d, double inv,
+                               Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        int64_t q = (int64_t)((double)amount[j] * inv);
+        const int64_t r = amount[j] - q * d;
+        q += (r >= d) - (r < 0);
+        fewest[j] = q < fewest[j] ? q : fewest[j];
+    }
+}
+
+/* total[j] += fewest[j] where valid[j] and able[j]. */
+ROW_LOOP void add_where_valid(int64_t *restrict total, const int64_t *restrict fewest, const unsigned char *restrict valid,
+                              const unsigned char *restrict able, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++)
+        total[j] += (valid[j] && able[j]) ? fewest[j] : 0;
+}
+
+/* quot[j], rem[j] = divmod(amount[j], d) and held[j] = min(held[j], quot[j]): as fewest_quotients. */
+ROW_LOOP void held_quotients(int64_t *restrict quot, int64_t *restrict rem, int64_t *restrict held,
+                             const int64_t *restrict amount, int64_t d, double inv, Py_ssize_t rows)
+{
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        int64_t q = (int64_t)((double)amount[j] * inv);
+        int64_t r = amount[j] - q * d;
+        const int64_t high = r < 0, low = r >= d;
+        q += low - high;
+        r += (high - low) * d;
+        quot[j] = q;
+        rem[j] = r;
+        held[j] = q < held[j] ? q : held[j];
+    }
+}
+
+/* Whether every value is in [0, 2**51) (the float quotients' domain). */
+ROW_LOOP int all_small(const int64_t *restrict values, Py_ssize_t rows)
+{
+    int small = 1;
+    for (Py_ssize_t j = 0; j < rows; j++)
+        small &= values[j] >= 0 && values[j] < FLOAT_EXACT;
+    return small;
+}
+
+/* scarcity_rows over every row at once (rows 0..n-1, each array's rows contiguous): plane by plane,
+ * the divisions by float. Returns 0 where it does not apply (an amount or need outside the float
+ * quotients' domain), having written nothing. */
+static int scarcity_all_rows(Call *c, const Py_buffer *zfree, const Py_buffer *zvalid, const Py_buffer *able,
+                             const Py_buffer *free, const Py_buffer *uni, const Py_buffer *cm, const Py_buffer *need,
+                             const Py_buffer *ignored, const Py_buffer *need_cm, const Py_buffer *totals,
+                             const Py_buffer *free_cm, const Py_buffer *holds, const Py_buffer *quot, const Py_buffer *rem,
+                             Py_ssize_t n, int *failed)
+{
+    const Py_ssize_t zones = zvalid->shape[0], shapes = need->shape[0], columns = need->shape[1];
+    if (zfree->strides[2] != 8 || zvalid->strides[1] != 1 || able->strides[0] != 1 || free->strides[1] != 8
+        || totals->strides[1] != 8 || free_cm->strides[1] != 8 || holds->strides[1] != 8 || quot->strides[2] != 8
+        || rem->strides[2] != 8)
+        return 0;
+    for (Py_ssize_t k = 0; k < shapes; k++) {
+        for (Py_ssize_t u = 0; u < columns; u++)
+            if (!B2(ignored, k, u) && (EL2(need, k, u) <= 0 || EL2(need, k, u) >= FLOAT_EXACT))
+                return 0;
+        for (Py_ssize_t f = 0; f < 2; f++)
+            if (EL2(need_cm, f, k) <= 0 || EL2(need_cm, f, k) >= FLOAT_EXACT)
+                return 0;
+    }
+    for (Py_ssize_t u = 0; u < columns; u++)
+        for (Py_ssize_t z = 0; z < zones; z++)
+            if (!all_small((const int64_t *)at3(zfree, EL1(uni, u), z), n))
+                return 0;
+    int64_t *fewest = call_scratch(c, (size_t)n * sizeof(int64_t));
+    if (fewest == NULL) {
+        *failed = 1;
+        return 0;
+    }
+    const unsigned char *row_able = (const unsigned char *)able->buf;
+    for (Py_ssize_t k = 0; k < shapes; k++) {
+        int64_t *total = (int64_t *)at2(totals, k);
+        fill_int64(total, 0, n);
+        for (Py_ssize_t z = 0; z < zones; z++) {
+            fill_int64(fewest, NO_LIMIT, n);
+            for (Py_ssize_t u = 0; u < columns; u++)
+                if (!B2(ignored, k, u))
+                    fewest_quotients(fewest, (const int64_t *)at3(zfree, EL1(uni, u), z), EL2(need, k, u),
+                                     1.0 / (double)EL2(need, k, u), n);
+            add_where_valid(total, fewest, (const unsigned char *)at2(zvalid, z), row_able, n);
+        }
+    }
+    for (Py_ssize_t f = 0; f < 2; f++) {
+        const int64_t *amount = (const int64_t *)at2(free, EL1(cm, f));
+        int64_t *into = (int64_t *)at2(free_cm, f);
+        for (Py_ssize_t j = 0; j < n; j++)
+            into[j] = amount[j] > 0 ? amount[j] : 0;
+        if (!all_small(into, n))
+            return 0; /* only free_cm written: the row-by-row loop writes it again */
+    }
+    for (Py_ssize_t k = 0; k < shapes; k++) {
+        int64_t *held = (int64_t *)at2(holds, k);
+        memcpy(held, at2(totals, k), (size_t)n * sizeof(int64_t));
+        for (Py_ssize_t f = 0; f < 2; f++) {
+            const int64_t d = EL2(need_cm, f, k);
+            held_quotients((int64_t *)at3(quot, f, k), (int64_t *)at3(rem, f, k), held, (const int64_t *)at2(free_cm, f),
+                           d, 1.0 / (double)d, n);
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(scarcity_rows_doc,
 "scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, totals, free_cm, holds, quot, rem)\n\n"
 "ScarcityScore's kept arrays brought up to date at the given rows. Per row r (able[i] for rows[i]):\n"
@@ -1019,6 +1131,15 @@ static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args,
     for (Py_ssize_t i = 0; i < n; i++) /* all checked before any is written */
         if (!expect(EL1(rows, i) >= 0 && EL1(rows, i) < size && EL1(rows, i) < kept, "rows within the table and the kept arrays"))
             return call_end(&c, NULL);
+    int every = n == size && n == kept; /* every row, in order: the plane-by-plane loops */
+    for (Py_ssize_t i = 0; i < n && every; i++)
+        every = EL1(rows, i) == i;
+    int failed = 0;
+    if (every && scarcity_all_rows(&c, zfree, zvalid, able, free, uni, cm, need, ignored, need_cm, totals, free_cm, holds,
+                                   quot, rem, n, &failed))
+        return call_end(&c, Py_NewRef(Py_None));
+    if (failed)
+        return call_end(&c, NULL);
     for (Py_ssize_t i = 0; i < n; i++) {
         const int64_t r = EL1(rows, i);
         const int row_able = B1(able, i) != 0;
@@ -1056,8 +1177,6 @@ static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args,
     }
     return call_end(&c, Py_NewRef(Py_None));
 }
-
-#define FLOAT_EXACT ((int64_t)1 << 51)
 
 /* out[j] = totals[j] less (before[j] - after[j]) where lowers[j]. */
 ROW_LOOP void lowered_totals(int64_t *restrict out, const int64_t *restrict totals, const int64_t *restrict before,
