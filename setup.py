@@ -1,7 +1,9 @@
-"""The one compiled module: the scheduler plugins' row loops (docs/scheduler/design.md, "Compiled row loops").
+"""The compiled modules: the scheduler plugins' row loops (docs/scheduler/design.md, "Compiled row
+loops") and the huge-page arenas of the scheduler's Python heap (toposched.scheduler.heap).
 
-Everything else is in pyproject.toml. The extension is optional: without a C compiler the install
-still succeeds and the scheduler runs the loops' NumPy forms, which decide the same.
+Everything else is in pyproject.toml. Both extensions are optional: without a C compiler the install
+still succeeds, the scheduler runs the loops' NumPy forms, which decide the same, and Python keeps
+its own arenas.
 """
 
 from setuptools import Extension, setup
@@ -16,6 +18,8 @@ setup(
             # exception flag), and lets GCC vectorise loops that divide.
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math", "-fno-trapping-math"],
             optional=True,
-        )
+        ),
+        Extension("toposched.scheduler._hugearenas", sources=["src/toposched/scheduler/_hugearenas.c"],
+                  extra_compile_args=["-O2"], optional=True),
     ]
 )

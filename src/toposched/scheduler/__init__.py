@@ -1,6 +1,11 @@
 """The cluster's scheduling decisions, in the shape of the Kubernetes scheduling framework."""
 
-from toposched.scheduler import plugins  # noqa: E402,F401  (registers the built-in plugins)
+# ruff: noqa: E402  (the heap's arenas are chosen before the scheduler's modules load)
+from toposched.scheduler.heap import use_huge_pages
+
+use_huge_pages()  # before the cluster's objects exist: see toposched.scheduler.heap
+
+from toposched.scheduler import plugins  # noqa: F401  (registers the built-in plugins)
 from toposched.scheduler.cluster import Cluster, NodeRecord
 from toposched.scheduler.framework import CycleState, Profile, Registry, registry
 from toposched.scheduler.nodes import NodeSpec, Taint
