@@ -977,15 +977,27 @@ static inline int64_t floor_div(int64_t a, int64_t b)
 
 #define FLOAT_EXACT ((int64_t)1 << 51)
 
-/* fewest[j] = min(fewest[j], amount[j] // d) for every row: d > 0 and every amount in [0, 2**51), the
- * quotient by float and corrected by its remainder, exact (see pods_held). */
+/* The floor quotient of amount by d > 0, for amount in [0, 2**51): the truncated float product with
+ * inv = 1 / d, within one of the true quotient there, corrected by its remainder (exact; see
+ * pods_held); the remainder in *rem. */
+static inline int64_t float_divmod(int64_t amount, int64_t d, double inv, int64_t *rem)
+{
+    int64_t q = (int64_t)((double)amount * inv);
+    const int64_t r = amount - q * d;
+    const int64_t high = r < 0, low = r >= d;
+    q += low - high;
+    *rem = r + (high - low) * d;
+    return q;
+}
+
+/* fewest[j] = min(fewest[j], amount[j] // d) for every row: d > 0 and every amount in [0, 2**51)
+ * (float_divmod). */
 ROW_LOOP void fewest_quotients(int64_t *restrict fewest, const int64_t *restrict amount, int64_t d, double inv,
                                Py_ssize_t rows)
 {
     for (Py_ssize_t j = 0; j < rows; j++) {
-        int64_t q = (int64_t)((double)amount[j] * inv);
-        const int64_t r = amount[j] - q * d;
-        q += (r >= d) - (r < 0);
+        int64_t r;
+        const int64_t q = float_divmod(amount[j], d, inv, &r);
         fewest[j] = q < fewest[j] ? q : fewest[j];
     }
 }
@@ -1003,11 +1015,8 @@ ROW_LOOP void held_quotients(int64_t *restrict quot, int64_t *restrict rem, int6
                              const int64_t *restrict amount, int64_t d, double inv, Py_ssize_t rows)
 {
     for (Py_ssize_t j = 0; j < rows; j++) {
-        int64_t q = (int64_t)((double)amount[j] * inv);
-        int64_t r = amount[j] - q * d;
-        const int64_t high = r < 0, low = r >= d;
-        q += low - high;
-        r += (high - low) * d;
+        int64_t r;
+        const int64_t q = float_divmod(amount[j], d, inv, &r);
         quot[j] = q;
         rem[j] = r;
         held[j] = q < held[j] ? q : held[j];
@@ -1195,11 +1204,8 @@ ROW_LOOP void pods_held(int64_t *restrict before, int64_t *restrict after, const
                         double inv, int64_t tq, int64_t tr, Py_ssize_t rows)
 {
     for (Py_ssize_t j = 0; j < rows; j++) {
-        int64_t q = (int64_t)((double)free[j] * inv);
-        int64_t r = free[j] - q * d;
-        const int64_t high = r < 0, low = r >= d;
-        q += low - high;
-        r += (high - low) * d;
+        int64_t r;
+        const int64_t q = float_divmod(free[j], d, inv, &r);
         const int64_t left = q - tq - (r < tr);
         before[j] = q < before[j] ? q : before[j];
         after[j] = left < after[j] ? left : after[j];
