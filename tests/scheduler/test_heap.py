@@ -34,22 +34,19 @@ def test_the_extension_is_built_where_a_compiler_is() -> None:
 
 @needs_arenas
 def test_importing_the_scheduler_installs_the_arenas_and_they_serve_pythons_objects() -> None:
+    """In this (busy) process: new objects take arenas from the allocator, and give them back when
+    freed. (How many are free before depends on the tests run before: the exact reuse is checked
+    in a fresh process below.)"""
     if os.environ.get(ENV, "1").strip() == "0":
         pytest.skip(f"{ENV}=0 in this environment")
     before = heap_stats()
     assert before["installed"] and before["arena_bytes"] == (1 << 20 if sys.maxsize > 2**32 else 1 << 18)
-    held = [(i, str(i)) for i in range(300_000)]  # ~40 MB of small objects: new arenas
+    held = [(i, str(i)) for i in range(300_000)]  # ~40 MB of small objects: 30 arenas or more
     grown = heap_stats()
     assert grown["arenas"] > before["arenas"] + 10
     assert held[123_456] == (123_456, "123456")  # the objects are sound
     del held
-    freed = heap_stats()
-    assert freed["free_arenas"] > before["free_arenas"]
-    again = [(i, str(i)) for i in range(300_000)]
-    reused = heap_stats()
-    # The freed arenas serve the same objects again: no more address space reserved than the first time.
-    assert reused["reserved_bytes"] == grown["reserved_bytes"]
-    assert sum(a for a, _ in again) == 300_000 * 299_999 // 2
+    assert heap_stats()["arenas"] < grown["arenas"] - 10
 
 
 def _run(code: str, env: dict[str, str]) -> str:
@@ -67,17 +64,19 @@ def test_the_opt_out_keeps_pythons_own_arenas() -> None:
 
 @needs_arenas
 def test_rounds_of_allocating_and_freeing_reuse_the_same_regions() -> None:
-    """A process that grows and shrinks its heap again and again reserves no more than its peak."""
+    """A process that grows and shrinks its heap again and again reserves no more than its peak:
+    freed arenas serve the next objects."""
     code = """
 import toposched.scheduler
 from toposched.scheduler.heap import heap_stats
-peaks = []
+peaks, free = [], []
 for round in range(4):
     held = [{"i": i, "s": str(i)} for i in range(200_000)]
     assert held[-1] == {"i": 199_999, "s": "199999"}
     peaks.append(heap_stats()["reserved_bytes"])
     del held
-print(peaks[0] == peaks[-1], heap_stats()["free_arenas"] > 0)
+    free.append(heap_stats()["free_arenas"])
+print(peaks[0] == peaks[-1], free[0] > 10)
 """
     assert _run(code, {ENV: "1"}).split() == ["True", "True"]
 
