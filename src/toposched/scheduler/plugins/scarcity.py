@@ -250,7 +250,7 @@ class ScarcityScore:
         the row holds now (those totals capped by its free CPU and memory; shapes x rows); and the
         quotients and remainders of its free CPU and memory by each shape's need (2 x shapes x rows).
         Kept per target version and brought up to date for the rows changed since; a new target
-        computes every row again (one pass of the compiled loop: a fifth of the time NumPy took to
+        computes every row again (one pass of the compiled loop: about half the time NumPy took to
         compute only the shapes the old target lacked)."""
         size = table.size
         cached = self._vector
