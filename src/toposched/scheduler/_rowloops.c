@@ -1032,6 +1032,15 @@ ROW_LOOP int all_small(const int64_t *restrict values, Py_ssize_t rows)
     return small;
 }
 
+/* Whether every value is below 2**51. */
+ROW_LOOP int all_below_exact(const int64_t *restrict values, Py_ssize_t rows)
+{
+    int small = 1;
+    for (Py_ssize_t j = 0; j < rows; j++)
+        small &= values[j] < FLOAT_EXACT;
+    return small;
+}
+
 /* scarcity_rows over every row at once (rows 0..n-1, each array's rows contiguous): plane by plane,
  * the divisions by float. Returns 0 where it does not apply (an amount or need outside the float
  * quotients' domain), having written nothing. */
@@ -1058,12 +1067,21 @@ static int scarcity_all_rows(Call *c, const Py_buffer *zfree, const Py_buffer *z
         for (Py_ssize_t z = 0; z < zones; z++)
             if (!all_small((const int64_t *)at3(zfree, EL1(uni, u), z), n))
                 return 0;
+    for (Py_ssize_t f = 0; f < 2; f++)
+        if (!all_below_exact((const int64_t *)at2(free, EL1(cm, f)), n)) /* below 0 counts as 0 */
+            return 0;
     int64_t *fewest = call_scratch(c, (size_t)n * sizeof(int64_t));
     if (fewest == NULL) {
         *failed = 1;
         return 0;
     }
     const unsigned char *row_able = (const unsigned char *)able->buf;
+    for (Py_ssize_t f = 0; f < 2; f++) {
+        const int64_t *amount = (const int64_t *)at2(free, EL1(cm, f));
+        int64_t *into = (int64_t *)at2(free_cm, f);
+        for (Py_ssize_t j = 0; j < n; j++)
+            into[j] = amount[j] > 0 ? amount[j] : 0;
+    }
     for (Py_ssize_t k = 0; k < shapes; k++) {
         int64_t *total = (int64_t *)at2(totals, k);
         fill_int64(total, 0, n);
@@ -1075,14 +1093,6 @@ static int scarcity_all_rows(Call *c, const Py_buffer *zfree, const Py_buffer *z
                                      1.0 / (double)EL2(need, k, u), n);
             add_where_valid(total, fewest, (const unsigned char *)at2(zvalid, z), row_able, n);
         }
-    }
-    for (Py_ssize_t f = 0; f < 2; f++) {
-        const int64_t *amount = (const int64_t *)at2(free, EL1(cm, f));
-        int64_t *into = (int64_t *)at2(free_cm, f);
-        for (Py_ssize_t j = 0; j < n; j++)
-            into[j] = amount[j] > 0 ? amount[j] : 0;
-        if (!all_small(into, n))
-            return 0; /* only free_cm written: the row-by-row loop writes it again */
     }
     for (Py_ssize_t k = 0; k < shapes; k++) {
         int64_t *held = (int64_t *)at2(holds, k);

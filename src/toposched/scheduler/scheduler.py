@@ -95,7 +95,7 @@ class Scheduler:
         # pod shape -> (verdict, total, candidates, raw scores of normalizing plugins, table stamp): see _evaluate
         self._cache: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray], int]] = OrderedDict()
         # The pod shapes seen once and not cached (see _seen_before), oldest first; at most _DOORKEEPER_SIZE.
-        self._seen_once: dict[tuple, None] = {}
+        self._seen_once: OrderedDict[tuple, None] = OrderedDict()
         # Filter reasons by index, each with its Status code (see _reason_index).
         self._reasons: list[str] = []
         self._reason_codes: list[Code] = []
@@ -350,7 +350,7 @@ class Scheduler:
             return True
         seen[key] = None
         if len(seen) > _DOORKEEPER_SIZE:
-            del seen[next(iter(seen))]
+            seen.popitem(last=False)
         return False
 
     def _store(self, key: tuple, entry: tuple) -> None:
