@@ -325,20 +325,6 @@ ROW_LOOP void mask_at_least_at(unsigned char *fits, const int64_t *free, const i
     }
 }
 
-/* into[j] |= flags[j]. */
-ROW_LOOP void or_into(unsigned char *into, const unsigned char *flags, Py_ssize_t rows)
-{
-    for (Py_ssize_t j = 0; j < rows; j++)
-        into[j] |= flags[j];
-}
-
-/* into[j] &= flags[j]. */
-ROW_LOOP void and_into(unsigned char *into, const unsigned char *flags, Py_ssize_t rows)
-{
-    for (Py_ssize_t j = 0; j < rows; j++)
-        into[j] &= flags[j];
-}
-
 /* `a` at the asked rows: `a` itself for every row, else gathered into `buffer`. */
 static const int64_t *asked(const int64_t *a, const int64_t *index, Py_ssize_t n, int64_t *buffer)
 {
@@ -442,6 +428,30 @@ static inline int aligned_on(int64_t code, int cpu, int mem)
     return code == BY_CPU ? cpu : code == BY_MEMORY ? mem : 1;
 }
 
+/* ok[j] stays set where some valid zone of the asked row holds every need (need: resources x n), and
+ * is cleared elsewhere. Row by row, the search ending at the first zone that holds them: most rows
+ * have a few zones of the table's slots, and the first usually holds the request, so this reads a
+ * fraction of the zone planes a pass per zone would (those planes are out of the CPU caches when a
+ * pod arrives on a large table). */
+static void any_zone_holds(unsigned char *ok, const int64_t *need, const Py_buffer *valid, Py_buffer *const *frees,
+                           Py_ssize_t names, Py_ssize_t zones, const int64_t *index, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (!ok[j])
+            continue;
+        const Py_ssize_t row = index ? index[j] : j;
+        int found = 0;
+        for (Py_ssize_t z = 0; z < zones && !found; z++) {
+            if (!B2(valid, z, row))
+                continue;
+            found = 1;
+            for (Py_ssize_t r = 0; r < names && found; r++)
+                found = EL2(frees[r], z, row) >= need[r * n + j];
+        }
+        ok[j] = (unsigned char)found;
+    }
+}
+
 PyDoc_STRVAR(zones_hold_doc,
 "zones_hold(valid, frees, caps, widest, cpu_static, mem_static, by, needs, restricted, out, rows=None)\n\n"
 "Per asked row: every request (a row of needs, requests x resources) is held whole by some valid zone,\n"
@@ -534,32 +544,15 @@ static PyObject *zones_hold(PyObject *Py_UNUSED(self), PyObject *const *args, Py
             || !expect(!restricted || (caps[r]->shape[0] == zones && caps[r]->shape[1] == size
                                        && widest[r]->shape[0] == size), "caps, widest and valid"))
             return call_end(&c, NULL);
-    /* Scratch: the needs (resources x n), then the flags of a zone, of any zone, and the answer. */
-    int64_t *need = call_scratch(&c, (size_t)(names * n) * sizeof(int64_t) + 3 * (size_t)n);
+    int64_t *need = call_scratch(&c, (size_t)(names * n) * sizeof(int64_t)); /* resources x n */
     if (need == NULL)
         return call_end(&c, NULL);
-    unsigned char *fits = (unsigned char *)(need + names * n), *any = fits + n, *ok = (unsigned char *)out->buf;
+    unsigned char *ok = (unsigned char *)out->buf;
     memset(ok, 1, (size_t)n);
     for (Py_ssize_t i = 0; i < requests; i++) {
         request_needs(need, ok, (const int64_t *)at2(needs, i), codes, names, restricted, caps, widest, cpu_static,
                       mem_static, zones, index, n);
-        memset(any, 0, (size_t)n);
-        for (Py_ssize_t z = 0; z < zones; z++) {
-            const unsigned char *flags = (const unsigned char *)at2(valid, z);
-            if (index)
-                gather_flags(fits, flags, index, n);
-            else
-                memcpy(fits, flags, (size_t)n);
-            for (Py_ssize_t r = 0; r < names; r++) {
-                const int64_t *zone = (const int64_t *)at2(frees[r], z);
-                if (index)
-                    mask_at_least_at(fits, zone, index, need + r * n, 0, n);
-                else
-                    mask_at_least(fits, zone, need + r * n, 0, n);
-            }
-            or_into(any, fits, n);
-        }
-        and_into(ok, any, n);
+        any_zone_holds(ok, need, valid, frees, names, zones, index, n);
     }
     return call_end(&c, Py_NewRef(Py_None));
 }
