@@ -253,24 +253,6 @@ ROW_LOOP void fill_int64(int64_t *out, int64_t value, Py_ssize_t rows)
         out[j] = value;
 }
 
-/* fits[j] &= free[j] >= need (need_rows[j] where given). */
-ROW_LOOP void mask_at_least(unsigned char *fits, const int64_t *free, const int64_t *need_rows, int64_t need, Py_ssize_t rows)
-{
-    if (need_rows) {
-        for (Py_ssize_t j = 0; j < rows; j++)
-            fits[j] &= free[j] >= need_rows[j];
-    } else {
-        for (Py_ssize_t j = 0; j < rows; j++)
-            fits[j] &= free[j] >= need;
-    }
-}
-
-ROW_LOOP void mark_first(int64_t *first, const unsigned char *fits, int64_t zone, Py_ssize_t rows)
-{
-    for (Py_ssize_t j = 0; j < rows; j++)
-        first[j] = fits[j] ? zone : first[j];
-}
-
 /* One shape's term of ScarcityScore's loss: loss[j] (+)= (before - held after the pod) * value. */
 ROW_LOOP void scarcity_term(double *loss, int first_term, const int64_t *q0, const int64_t *q1, const int64_t *r0,
                             const int64_t *r1, const int64_t *tot, const int64_t *bef, int64_t tq0, int64_t tq1,
@@ -300,29 +282,10 @@ ROW_LOOP void fit_term_float(int64_t *restrict total, int most, const int64_t *r
     }
 }
 
-ROW_LOOP void gather_flags(unsigned char *dst, const unsigned char *src, const int64_t *index, Py_ssize_t n)
-{
-    for (Py_ssize_t j = 0; j < n; j++)
-        dst[j] = src[index[j]];
-}
-
 ROW_LOOP void gather_int64(int64_t *dst, const int64_t *src, const int64_t *index, Py_ssize_t n)
 {
     for (Py_ssize_t j = 0; j < n; j++)
         dst[j] = src[index[j]];
-}
-
-/* fits[j] &= free[index[j]] >= need (need_rows[j] where given). */
-ROW_LOOP void mask_at_least_at(unsigned char *fits, const int64_t *free, const int64_t *index, const int64_t *need_rows,
-                               int64_t need, Py_ssize_t n)
-{
-    if (need_rows) {
-        for (Py_ssize_t j = 0; j < n; j++)
-            fits[j] &= free[index[j]] >= need_rows[j];
-    } else {
-        for (Py_ssize_t j = 0; j < n; j++)
-            fits[j] &= free[index[j]] >= need;
-    }
 }
 
 /* `a` at the asked rows: `a` itself for every row, else gathered into `buffer`. */
@@ -372,47 +335,23 @@ static PyObject *first_zone_holding(PyObject *Py_UNUSED(self), PyObject *const *
         if (!expect(frees[r]->shape[0] == zones && frees[r]->shape[1] == size, "frees and valid")
             || !expect(!needs[r].per_row || needs[r].length == n, "needs and the asked rows"))
             return call_end(&c, NULL);
+    /* Row by row, each search ending at the first zone that holds every need: rows have a few of the
+     * table's zone slots, and the zone planes are out of the CPU caches on a large table (see
+     * any_zone_holds). */
     int64_t *first = (int64_t *)out->buf;
-    int contiguous = valid->strides[1] == 1 || size < 2;
-    for (Py_ssize_t r = 0; r < n_frees; r++)
-        contiguous &= frees[r]->strides[1] == 8 || size < 2;
-    if (!contiguous) {
-        /* Gathered zones x rows blocks (fancy indexing lays them out rows-major): read through both strides. */
-        for (Py_ssize_t j = 0; j < n; j++) {
-            const Py_ssize_t row = index ? index[j] : j;
-            Py_ssize_t z = 0;
-            for (; z < zones; z++) {
-                if (!B2(valid, z, row))
-                    continue;
-                Py_ssize_t r = 0;
-                while (r < n_frees && EL2(frees[r], z, row) >= amount(&needs[r], j))
-                    r++;
-                if (r == n_frees)
-                    break;
-            }
-            first[j] = z;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const Py_ssize_t row = index ? index[j] : j;
+        Py_ssize_t z = 0;
+        for (; z < zones; z++) {
+            if (!B2(valid, z, row))
+                continue;
+            Py_ssize_t r = 0;
+            while (r < n_frees && EL2(frees[r], z, row) >= amount(&needs[r], j))
+                r++;
+            if (r == n_frees)
+                break;
         }
-        return call_end(&c, Py_NewRef(Py_None));
-    }
-    /* Zone by zone, from the last: a row's first holding zone is the last one written. */
-    unsigned char *fits = call_scratch(&c, (size_t)n);
-    if (fits == NULL)
-        return call_end(&c, NULL);
-    fill_int64(first, zones, n);
-    for (Py_ssize_t z = zones - 1; z >= 0; z--) {
-        const unsigned char *flags = (const unsigned char *)at2(valid, z);
-        if (index)
-            gather_flags(fits, flags, index, n);
-        else
-            memcpy(fits, flags, (size_t)n);
-        for (Py_ssize_t r = 0; r < n_frees; r++) {
-            const int64_t *zone = (const int64_t *)at2(frees[r], z);
-            if (index)
-                mask_at_least_at(fits, zone, index, needs[r].per_row, needs[r].scalar, n);
-            else
-                mask_at_least(fits, zone, needs[r].per_row, needs[r].scalar, n);
-        }
-        mark_first(first, fits, z, n);
+        first[j] = z;
     }
     return call_end(&c, Py_NewRef(Py_None));
 }
