@@ -237,18 +237,19 @@ def test_the_first_fitting_zone_is_numpys_argmax_where_one_fits(zones, rows, see
 @given(st.sampled_from([1, 5, 63, 64, 200]), st.integers(1, 6), st.integers(0, 2**31))
 def test_quotients_by_each_need_in_turn_equal_one_broadcast_division(rows, shapes, seed):
     """The free CPU and memory divided by every shape's need: the per-need division used on many rows
-    gives the quotients and remainders of NumPy's broadcast ``divmod``, on free amounts up to 2**62."""
-    from toposched.scheduler.plugins.scarcity import ScarcityScore
+    gives NumPy's broadcast floor division, on amounts from -2**62 to 2**62 (negative where a pod takes
+    more than is free)."""
+    from toposched.scheduler.plugins.scarcity import ScarcityScore, _quotients
 
     rng = np.random.default_rng(seed)
-    free = rng.integers(0, 2**62, (2, rows), dtype=np.int64)
-    free[:, ::3] = rng.integers(0, 3, (2, len(free[0, ::3])))  # some free amounts below the needs
+    free = rng.integers(-2**62, 2**62, (2, rows), dtype=np.int64)
+    free[:, ::3] = rng.integers(-2, 3, (2, len(free[0, ::3])))  # some amounts about zero, below the needs
     need = rng.integers(1, 2**40, (2, shapes), dtype=np.int64)
     totals = rng.integers(0, 50, (shapes, rows), dtype=np.int64)
-    holds, quot, rem = ScarcityScore._quotients(totals, free, need)
-    want_q, want_r = np.divmod(free[:, None, :], need[:, :, None])
-    assert np.array_equal(quot, want_q) and np.array_equal(rem, want_r)
-    assert np.array_equal(holds, np.minimum(totals, np.minimum(want_q[0], want_q[1])))
+    want = free[:, None, :] // need[:, :, None]
+    for c in range(2):
+        assert np.array_equal(_quotients(free[c], need[c]), want[c])
+    assert np.array_equal(ScarcityScore._holds(totals, free, need), np.minimum(totals, np.minimum(want[0], want[1])))
 
 
 @settings(max_examples=200, deadline=None)

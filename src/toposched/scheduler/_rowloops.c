@@ -253,14 +253,46 @@ ROW_LOOP void fill_int64(int64_t *out, int64_t value, Py_ssize_t rows)
         out[j] = value;
 }
 
-/* One shape's term of ScarcityScore's loss: loss[j] (+)= (before - held after the pod) * value. */
-ROW_LOOP void scarcity_term(double *loss, int first_term, const int64_t *q0, const int64_t *q1, const int64_t *r0,
-                            const int64_t *r1, const int64_t *tot, const int64_t *bef, int64_t tq0, int64_t tq1,
-                            int64_t tr0, int64_t tr1, double value, Py_ssize_t rows)
+/* a // b as Python and NumPy floor it (0 for b == 0, as NumPy's integer division gives). */
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    if (b == 0)
+        return 0;
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+#define NO_LIMIT INT64_MAX
+
+#define FLOAT_EXACT ((int64_t)1 << 51)
+
+/* The floor quotient of amount by d > 0, for amount in [0, 2**51): the truncated float product with
+ * inv = 1 / d, within one of the true quotient there, corrected by its remainder (exact; see
+ * pods_held); the remainder in *rem. */
+static inline int64_t float_divmod(int64_t amount, int64_t d, double inv, int64_t *rem)
+{
+    int64_t q = (int64_t)((double)amount * inv);
+    const int64_t r = amount - q * d;
+    const int64_t high = r < 0, low = r >= d;
+    q += low - high;
+    *rem = r + (high - low) * d;
+    return q;
+}
+
+/* One shape's term of ScarcityScore's loss: loss[j] (+)= (before - held after the pod) * value, where
+ * held = max(min((f0 - t0) // d0, (f1 - t1) // d1, tot), 0), each quotient by float (see float_divmod:
+ * every free amount f in [0, 2**51) and each take t in [0, 2**51)); a negative difference holds none. */
+ROW_LOOP void scarcity_term(double *loss, int first_term, const int64_t *restrict f0, const int64_t *restrict f1,
+                            const int64_t *restrict tot, const int64_t *restrict bef, int64_t t0, int64_t t1, int64_t d0,
+                            double inv0, int64_t d1, double inv1, double value, Py_ssize_t rows)
 {
     for (Py_ssize_t j = 0; j < rows; j++) {
-        int64_t h0 = q0[j] - tq0 + ((r0[j] - tr0) >> 63);
-        int64_t h1 = q1[j] - tq1 + ((r1[j] - tr1) >> 63);
+        int64_t r;
+        const int64_t x0 = f0[j] - t0, x1 = f1[j] - t1;
+        const int64_t q0 = float_divmod(x0 > 0 ? x0 : 0, d0, inv0, &r), q1 = float_divmod(x1 > 0 ? x1 : 0, d1, inv1, &r);
+        const int64_t h0 = x0 >= 0 ? q0 : -1, h1 = x1 >= 0 ? q1 : -1;
         int64_t held = h0 < h1 ? h0 : h1;
         held = held < tot[j] ? held : tot[j];
         held = held > 0 ? held : 0;
@@ -841,49 +873,76 @@ static inline int64_t round_half_even(double x)
 }
 
 PyDoc_STRVAR(scarcity_loss_doc,
-"scarcity_loss(before, quot, rem, after_totals, take_q, take_r, value, able, out)\n\n"
+"scarcity_loss(before, free_cm, need_cm, take, after_totals, value, able, out)\n\n"
 "ScarcityScore's raw score per row, written into out (int64, rows):\n"
-"held = max(min(quot[0] - take_q[0] - (rem[0] < take_r[0]), quot[1] - take_q[1] - (rem[1] < take_r[1]),\n"
-"after_totals), 0) per shape; loss = sum over shapes in order of (before - held) * value;\n"
-"out = round(max(loss, 0) * 1e6) where able, else 0.\n"
-"Shapes: before, after_totals (shapes x rows); quot, rem (2 x shapes x rows); take_q, take_r (2 x shapes);\n"
-"value (shapes, float64); able (rows, bool).");
+"held = max(min((free_cm[0] - take[0]) // need_cm[0], (free_cm[1] - take[1]) // need_cm[1], after_totals), 0)\n"
+"per shape; loss = sum over shapes in order of (before - held) * value; out = round(max(loss, 0) * 1e6)\n"
+"where able, else 0. Shapes: before, after_totals (shapes x rows); free_cm (2 x rows, each at least 0);\n"
+"need_cm (2 x shapes, each at least 1); take (2, each at least 0); value (shapes, float64); able (rows, bool).");
+
+/* Whether every value is in [0, 2**51) (the float quotients' domain). */
+ROW_LOOP int all_small(const int64_t *restrict values, Py_ssize_t rows)
+{
+    int small = 1;
+    for (Py_ssize_t j = 0; j < rows; j++)
+        small &= values[j] >= 0 && values[j] < FLOAT_EXACT;
+    return small;
+}
 
 static PyObject *scarcity_loss(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    static const Spec specs[9] = {{"before", 2, 'i', 0}, {"quot", 3, 'i', 0}, {"rem", 3, 'i', 0}, {"after_totals", 2, 'i', 0},
-                                  {"take_q", 2, 'i', 0}, {"take_r", 2, 'i', 0}, {"value", 1, 'd', 0}, {"able", 1, 'b', 0},
-                                  {"out", 1, 'i', 1}};
+    static const Spec specs[8] = {{"before", 2, 'i', 0}, {"free_cm", 2, 'i', 0}, {"need_cm", 2, 'i', 0}, {"take", 1, 'i', 0},
+                                  {"after_totals", 2, 'i', 0}, {"value", 1, 'd', 0}, {"able", 1, 'b', 0}, {"out", 1, 'i', 1}};
     Call c;
-    if (!call_begin(&c, nargs, 9, 9, "scarcity_loss takes 9 arrays"))
+    if (!call_begin(&c, nargs, 8, 8, "scarcity_loss takes 8 arrays"))
         return NULL;
-    Py_buffer *a[9];
-    if (take_all(&c, args, specs, 9, 0, a) < 0)
+    Py_buffer *a[8];
+    if (take_all(&c, args, specs, 8, 0, a) < 0)
         return call_end(&c, NULL);
-    const Py_buffer *before = a[0], *quot = a[1], *rem = a[2], *after_totals = a[3], *take_q = a[4], *take_r = a[5];
-    const Py_buffer *value = a[6], *able = a[7], *out = a[8];
+    const Py_buffer *before = a[0], *free_cm = a[1], *need_cm = a[2], *take = a[3], *after_totals = a[4];
+    const Py_buffer *value = a[5], *able = a[6], *out = a[7];
     const Py_ssize_t shapes = before->shape[0], rows = before->shape[1];
     if (!expect(after_totals->shape[0] == shapes && after_totals->shape[1] == rows, "after_totals and before")
-        || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == rows, "quot and before")
-        || !expect(rem->shape[0] == 2 && rem->shape[1] == shapes && rem->shape[2] == rows, "rem and before")
-        || !expect(take_q->shape[0] == 2 && take_q->shape[1] == shapes, "take_q and before")
-        || !expect(take_r->shape[0] == 2 && take_r->shape[1] == shapes, "take_r and before")
+        || !expect(free_cm->shape[0] == 2 && free_cm->shape[1] == rows, "free_cm and before")
+        || !expect(need_cm->shape[0] == 2 && need_cm->shape[1] == shapes, "need_cm and before")
+        || !expect(take->shape[0] == 2, "take: CPU and memory")
         || !expect(value->shape[0] == shapes, "value and before")
         || !expect(able->shape[0] == rows && out->shape[0] == rows, "able, out and before"))
         return call_end(&c, NULL);
+    for (Py_ssize_t k = 0; k < shapes; k++)
+        if (!expect(EL2(need_cm, 0, k) > 0 && EL2(need_cm, 1, k) > 0, "need_cm: each at least 1"))
+            return call_end(&c, NULL);
+    const int64_t t0 = EL1(take, 0), t1 = EL1(take, 1);
+    /* The float quotients need every amount in their domain and the rows contiguous; else one exact
+     * division per row and shape. */
+    int fast = t0 >= 0 && t0 < FLOAT_EXACT && t1 >= 0 && t1 < FLOAT_EXACT && free_cm->strides[1] == 8
+               && before->strides[1] == 8 && after_totals->strides[1] == 8;
+    for (Py_ssize_t k = 0; k < shapes && fast; k++)
+        fast = EL2(need_cm, 0, k) < FLOAT_EXACT && EL2(need_cm, 1, k) < FLOAT_EXACT;
+    for (Py_ssize_t f = 0; f < 2 && fast; f++)
+        fast = all_small((const int64_t *)at2(free_cm, f), rows);
     double *loss = call_scratch(&c, sizeof(double) * (size_t)rows);
     if (loss == NULL)
         return call_end(&c, NULL);
     if (shapes == 0)
         memset(loss, 0, sizeof(double) * (size_t)rows);
     for (Py_ssize_t k = 0; k < shapes; k++) {
-        const int64_t *q0 = (const int64_t *)at3(quot, 0, k), *q1 = (const int64_t *)at3(quot, 1, k);
-        const int64_t *r0 = (const int64_t *)at3(rem, 0, k), *r1 = (const int64_t *)at3(rem, 1, k);
-        const int64_t *tot = (const int64_t *)at2(after_totals, k), *bef = (const int64_t *)at2(before, k);
-        const int64_t tq0 = *(const int64_t *)at3(take_q, 0, k), tq1 = *(const int64_t *)at3(take_q, 1, k);
-        const int64_t tr0 = *(const int64_t *)at3(take_r, 0, k), tr1 = *(const int64_t *)at3(take_r, 1, k);
+        const int64_t d0 = EL2(need_cm, 0, k), d1 = EL2(need_cm, 1, k);
         const double v = *(const double *)((const char *)value->buf + k * value->strides[0]);
-        scarcity_term(loss, k == 0, q0, q1, r0, r1, tot, bef, tq0, tq1, tr0, tr1, v, rows);
+        if (fast) {
+            scarcity_term(loss, k == 0, (const int64_t *)at2(free_cm, 0), (const int64_t *)at2(free_cm, 1),
+                          (const int64_t *)at2(after_totals, k), (const int64_t *)at2(before, k), t0, t1, d0,
+                          1.0 / (double)d0, d1, 1.0 / (double)d1, v, rows);
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < rows; j++) {
+            const int64_t h0 = floor_div(EL2(free_cm, 0, j) - t0, d0), h1 = floor_div(EL2(free_cm, 1, j) - t1, d1);
+            int64_t held = h0 < h1 ? h0 : h1;
+            held = held < EL2(after_totals, k, j) ? held : EL2(after_totals, k, j);
+            held = held > 0 ? held : 0;
+            const double lost = (double)(EL2(before, k, j) - held) * v;
+            loss[j] = k == 0 ? lost : loss[j] + lost;
+        }
     }
     const unsigned char *ok = (const unsigned char *)able->buf;
     int64_t *dst = (int64_t *)out->buf;
@@ -892,34 +951,6 @@ static PyObject *scarcity_loss(PyObject *Py_UNUSED(self), PyObject *const *args,
         dst[j] = ok[j] ? round_half_even(x) : 0;
     }
     return call_end(&c, Py_NewRef(Py_None));
-}
-
-/* a // b as Python and NumPy floor it (0 for b == 0, as NumPy's integer division gives). */
-static inline int64_t floor_div(int64_t a, int64_t b)
-{
-    if (b == 0)
-        return 0;
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
-
-#define NO_LIMIT INT64_MAX
-
-#define FLOAT_EXACT ((int64_t)1 << 51)
-
-/* The floor quotient of amount by d > 0, for amount in [0, 2**51): the truncated float product with
- * inv = 1 / d, within one of the true quotient there, corrected by its remainder (exact; see
- * pods_held); the remainder in *rem. */
-static inline int64_t float_divmod(int64_t amount, int64_t d, double inv, int64_t *rem)
-{
-    int64_t q = (int64_t)((double)amount * inv);
-    const int64_t r = amount - q * d;
-    const int64_t high = r < 0, low = r >= d;
-    q += low - high;
-    *rem = r + (high - low) * d;
-    return q;
 }
 
 /* fewest[j] = min(fewest[j], amount[j] // d) for every row: d > 0 and every amount in [0, 2**51)
@@ -942,28 +973,6 @@ ROW_LOOP void add_where_valid(int64_t *restrict total, const int64_t *restrict f
         total[j] += (valid[j] && able[j]) ? fewest[j] : 0;
 }
 
-/* quot[j], rem[j] = divmod(amount[j], d) and held[j] = min(held[j], quot[j]): as fewest_quotients. */
-ROW_LOOP void held_quotients(int64_t *restrict quot, int64_t *restrict rem, int64_t *restrict held,
-                             const int64_t *restrict amount, int64_t d, double inv, Py_ssize_t rows)
-{
-    for (Py_ssize_t j = 0; j < rows; j++) {
-        int64_t r;
-        const int64_t q = float_divmod(amount[j], d, inv, &r);
-        quot[j] = q;
-        rem[j] = r;
-        held[j] = q < held[j] ? q : held[j];
-    }
-}
-
-/* Whether every value is in [0, 2**51) (the float quotients' domain). */
-ROW_LOOP int all_small(const int64_t *restrict values, Py_ssize_t rows)
-{
-    int small = 1;
-    for (Py_ssize_t j = 0; j < rows; j++)
-        small &= values[j] >= 0 && values[j] < FLOAT_EXACT;
-    return small;
-}
-
 /* Whether every value is below 2**51. */
 ROW_LOOP int all_below_exact(const int64_t *restrict values, Py_ssize_t rows)
 {
@@ -979,13 +988,11 @@ ROW_LOOP int all_below_exact(const int64_t *restrict values, Py_ssize_t rows)
 static int scarcity_all_rows(Call *c, const Py_buffer *zfree, const Py_buffer *zvalid, const Py_buffer *able,
                              const Py_buffer *free, const Py_buffer *uni, const Py_buffer *cm, const Py_buffer *need,
                              const Py_buffer *ignored, const Py_buffer *need_cm, const Py_buffer *totals,
-                             const Py_buffer *free_cm, const Py_buffer *holds, const Py_buffer *quot, const Py_buffer *rem,
-                             Py_ssize_t n, int *failed)
+                             const Py_buffer *free_cm, const Py_buffer *holds, Py_ssize_t n, int *failed)
 {
     const Py_ssize_t zones = zvalid->shape[0], shapes = need->shape[0], columns = need->shape[1];
     if (zfree->strides[2] != 8 || zvalid->strides[1] != 1 || able->strides[0] != 1 || free->strides[1] != 8
-        || totals->strides[1] != 8 || free_cm->strides[1] != 8 || holds->strides[1] != 8 || quot->strides[2] != 8
-        || rem->strides[2] != 8)
+        || totals->strides[1] != 8 || free_cm->strides[1] != 8 || holds->strides[1] != 8)
         return 0;
     for (Py_ssize_t k = 0; k < shapes; k++) {
         for (Py_ssize_t u = 0; u < columns; u++)
@@ -1031,36 +1038,35 @@ static int scarcity_all_rows(Call *c, const Py_buffer *zfree, const Py_buffer *z
         memcpy(held, at2(totals, k), (size_t)n * sizeof(int64_t));
         for (Py_ssize_t f = 0; f < 2; f++) {
             const int64_t d = EL2(need_cm, f, k);
-            held_quotients((int64_t *)at3(quot, f, k), (int64_t *)at3(rem, f, k), held, (const int64_t *)at2(free_cm, f),
-                           d, 1.0 / (double)d, n);
+            fewest_quotients(held, (const int64_t *)at2(free_cm, f), d, 1.0 / (double)d, n);
         }
     }
     return 1;
 }
 
 PyDoc_STRVAR(scarcity_rows_doc,
-"scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, totals, free_cm, holds, quot, rem)\n\n"
+"scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm, totals, free_cm, holds)\n\n"
 "ScarcityScore's kept arrays brought up to date at the given rows. Per row r (able[i] for rows[i]):\n"
 "totals[k, r] = sum over valid zones z of min over columns u not ignored[k, u] of zfree[union[u], z, r] // need[k, u]\n"
-"(a zone counts where zvalid[z, r] and able); free_cm[c, r] = max(free[cm[c], r], 0); quot[c, k, r], rem[c, k, r] =\n"
-"divmod(free_cm[c, r], need_cm[c, k]); holds[k, r] = min(totals[k, r], quot[0, k, r], quot[1, k, r]).\n"
+"(a zone counts where zvalid[z, r] and able); free_cm[c, r] = max(free[cm[c], r], 0); holds[k, r] =\n"
+"min(totals[k, r], free_cm[0, r] // need_cm[0, k], free_cm[1, r] // need_cm[1, k]).\n"
 "zfree: columns x zones x rows; zvalid: zones x rows (bool); free: resources x rows; union, cm: int64 indexes.");
 
 static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    static const Spec specs[15] = {{"rows", 1, 'i', 0}, {"zfree", 3, 'i', 0}, {"zvalid", 2, 'b', 0}, {"able", 1, 'b', 0},
+    static const Spec specs[13] = {{"rows", 1, 'i', 0}, {"zfree", 3, 'i', 0}, {"zvalid", 2, 'b', 0}, {"able", 1, 'b', 0},
                                    {"free", 2, 'i', 0}, {"union", 1, 'i', 0}, {"cm", 1, 'i', 0}, {"need", 2, 'i', 0},
                                    {"ignored", 2, 'b', 0}, {"need_cm", 2, 'i', 0}, {"totals", 2, 'i', 1},
-                                   {"free_cm", 2, 'i', 1}, {"holds", 2, 'i', 1}, {"quot", 3, 'i', 1}, {"rem", 3, 'i', 1}};
+                                   {"free_cm", 2, 'i', 1}, {"holds", 2, 'i', 1}};
     Call c;
-    if (!call_begin(&c, nargs, 15, 15, "scarcity_rows takes 15 arrays"))
+    if (!call_begin(&c, nargs, 13, 13, "scarcity_rows takes 13 arrays"))
         return NULL;
-    Py_buffer *a[15];
-    if (take_all(&c, args, specs, 15, 1, a) < 0)
+    Py_buffer *a[13];
+    if (take_all(&c, args, specs, 13, 1, a) < 0)
         return call_end(&c, NULL);
     const Py_buffer *rows = a[0], *zfree = a[1], *zvalid = a[2], *able = a[3], *free = a[4], *uni = a[5], *cm = a[6];
     const Py_buffer *need = a[7], *ignored = a[8], *need_cm = a[9];
-    const Py_buffer *totals = a[10], *free_cm = a[11], *holds = a[12], *quot = a[13], *rem = a[14];
+    const Py_buffer *totals = a[10], *free_cm = a[11], *holds = a[12];
     const Py_ssize_t n = rows->shape[0], zones = zvalid->shape[0], size = zvalid->shape[1];
     const Py_ssize_t shapes = need->shape[0], columns = need->shape[1], kept = totals->shape[1];
     if (!expect(zfree->shape[1] == zones && zfree->shape[2] == size, "zfree and zvalid")
@@ -1069,9 +1075,7 @@ static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args,
                    "union, need and ignored")
         || !expect(cm->shape[0] == 2 && need_cm->shape[0] == 2 && need_cm->shape[1] == shapes, "cm and need_cm")
         || !expect(totals->shape[0] == shapes && holds->shape[0] == shapes && holds->shape[1] == kept
-                   && free_cm->shape[0] == 2 && free_cm->shape[1] == kept, "the kept arrays")
-        || !expect(quot->shape[0] == 2 && quot->shape[1] == shapes && quot->shape[2] == kept && rem->shape[0] == 2
-                   && rem->shape[1] == shapes && rem->shape[2] == kept, "the kept quotients"))
+                   && free_cm->shape[0] == 2 && free_cm->shape[1] == kept, "the kept arrays"))
         return call_end(&c, NULL);
     for (Py_ssize_t u = 0; u < columns; u++)
         if (!expect(EL1(uni, u) >= 0 && EL1(uni, u) < zfree->shape[0], "a union column within zfree"))
@@ -1086,8 +1090,8 @@ static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args,
     for (Py_ssize_t i = 0; i < n && every; i++)
         every = EL1(rows, i) == i;
     int failed = 0;
-    if (every && scarcity_all_rows(&c, zfree, zvalid, able, free, uni, cm, need, ignored, need_cm, totals, free_cm, holds,
-                                   quot, rem, n, &failed))
+    if (every && scarcity_all_rows(&c, zfree, zvalid, able, free, uni, cm, need, ignored, need_cm, totals, free_cm, holds, n,
+                                   &failed))
         return call_end(&c, Py_NewRef(Py_None));
     if (failed)
         return call_end(&c, NULL);
@@ -1117,10 +1121,7 @@ static PyObject *scarcity_rows(PyObject *Py_UNUSED(self), PyObject *const *args,
         for (Py_ssize_t k = 0; k < shapes; k++) {
             int64_t held = EL2(totals, k, r);
             for (Py_ssize_t f = 0; f < 2; f++) {
-                int64_t amount_free = EL2(free_cm, f, r), d = EL2(need_cm, f, k);
-                int64_t q = floor_div(amount_free, d);
-                EL3(quot, f, k, r) = q;
-                EL3(rem, f, k, r) = amount_free - q * d;
+                const int64_t q = floor_div(EL2(free_cm, f, r), EL2(need_cm, f, k));
                 held = q < held ? q : held;
             }
             EL2(holds, k, r) = held;

@@ -81,7 +81,7 @@ class ScarcityScore:
         self.shape_version = 0
         self._planned: tuple[int, list[list[int]], list[np.ndarray]] | None = None
         self._rows: dict[int, tuple[Any, int, Any]] = {}  # row -> (its RowValues, target version, what it holds)
-        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
+        self._vector: tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _held_all
         self._hardware: NodeCache[list[dict[str, int]]] = NodeCache()  # per node: its replica's empty zones
         self._alike_known: tuple[weakref.ref[Cluster], int, bool] | None = None  # (cluster, its replicas' version, alike?)
         self._plain: tuple[Any, list[tuple[list[int], list[int], float]], list[int]] | None = None  # score_few's plan
@@ -176,7 +176,7 @@ class ScarcityScore:
         if not any(take) and not request:
             return np.zeros(len(rows), dtype=np.int64)  # takes nothing any target shape needs (BestEffort)
         cols, needs = self._plan(table)  # may add zone columns: read the arrays afterwards
-        totals_all, before_all, quot_all, rem_all = self._held_all(table, cols, needs)
+        totals_all, before_all, free_all = self._held_all(table, cols, needs)
         weights = self._weights
         assert weights is not None
         # Rows that cannot hold demanding pods lose nothing. When most rows are asked about, every row
@@ -185,7 +185,7 @@ class ScarcityScore:
         full = 2 * len(rows) >= table.size
         at = slice(0, table.size) if full else rows
         able = self._able(table, at)
-        totals, before, quot, rem = (take_rows(a, at) for a in (totals_all, before_all, quot_all, rem_all))
+        totals, before, free = (take_rows(a, at) for a in (totals_all, before_all, free_all))
         after_totals = totals
         zone_request = {r: v for r, v in request.items() if r in table.zone_resources}
         if zone_request:
@@ -195,8 +195,8 @@ class ScarcityScore:
                                                  list(zone_request.values()), None if full else rows)
             after_totals = after_zone_totals(table, totals, cols, needs, self._stacked_plan(cols, needs)[:3], zone_request,
                                              firsts, able, None if full else rows)
-        take_q, take_r = np.divmod(np.array(take, dtype=np.int64)[:, None], self._stacked_plan(cols, needs)[-1])
-        out = row_losses(before, quot, rem, after_totals, take_q, take_r, self._values(needs, weights), able)
+        out = row_losses(before, free, self._stacked_plan(cols, needs)[-1], np.array(take, dtype=np.int64), after_totals,
+                         self._values(needs, weights), able)
         return table.pick(out, rows) if full else out
 
     def _stacked_plan(self, cols: list[list[int]], needs: list[np.ndarray]
@@ -222,22 +222,11 @@ class ScarcityScore:
         return self._losses[1]
 
     @staticmethod
-    def _quotients(totals: np.ndarray, free: np.ndarray, need_cm: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For ``free`` CPU and memory (2 x rows): per shape the pods of the shape the rows hold (their
-        zones' ``totals`` capped by what the free CPU and memory allow; shapes x rows), and the
-        quotients and remainders of the free amounts by the shapes' needs (2 x shapes x rows)."""
-        if free.shape[1] < _SCALAR_DIVISION_ROWS:
-            quot, rem = np.divmod(free[:, None, :], need_cm[:, :, None])
-        else:
-            # NumPy divides by a scalar with a precomputed multiplier and by an array element by
-            # element (640 µs for 2 x 4 x 5,000 against 110 µs this way, remainders included).
-            quot = np.empty((*need_cm.shape, free.shape[1]), dtype=np.int64)
-            for c, shape_needs in enumerate(need_cm.tolist()):
-                for k, n in enumerate(shape_needs):
-                    np.floor_divide(free[c], n, out=quot[c, k])
-            rem = free[:, None, :] - quot * need_cm[:, :, None]
-        return np.minimum(totals, np.minimum(quot[0], quot[1])), quot, rem
+    def _holds(totals: np.ndarray, free: np.ndarray, need_cm: np.ndarray) -> np.ndarray:
+        """For ``free`` CPU and memory (2 x rows): per shape the pods of the shape the rows hold, their
+        zones' ``totals`` (shapes x rows) capped by what the free CPU and memory allow (``free`` //
+        ``need_cm``, 2 x shapes)."""
+        return np.minimum(totals, np.minimum(_quotients(free[0], need_cm[0]), _quotients(free[1], need_cm[1])))
 
     @staticmethod
     def _able(table: NodeTable, at: slice | np.ndarray = slice(None)) -> np.ndarray:
@@ -245,41 +234,39 @@ class ScarcityScore:
         return table.view("topology")[at] & table.view("cpu_static")[at] & table.view("live")[at]
 
     def _held_all(self, table: NodeTable, cols: list[list[int]], needs: list[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For every row: per target shape the pods its zones hold (shapes x rows); per shape the pods
-        the row holds now (those totals capped by its free CPU and memory; shapes x rows); and the
-        quotients and remainders of its free CPU and memory by each shape's need (2 x shapes x rows).
-        Kept per target version and brought up to date for the rows changed since; a new target
-        computes every row again (one pass of the compiled loop: about half the time NumPy took to
-        compute only the shapes the old target lacked)."""
+        the row holds now (those totals capped by its free CPU and memory; shapes x rows); and its free
+        CPU and memory (2 x rows, at least 0). Kept per target version and brought up to date for the
+        rows changed since; a new target computes every row again (one pass of the compiled loop:
+        about half the time NumPy took to compute only the shapes the old target lacked)."""
         size = table.size
         cached = self._vector
         rows: np.ndarray | None = None
         if cached is not None and cached[0] == self.shape_version and cached[2].shape[1] <= size:
             rows = table.changed_since(cached[1])  # nodes that joined are among the changed rows
             if rows is not None and cached[2].shape[1] < size:
-                cached = (*cached[:2], *(grown(a, size) if isinstance(a, np.ndarray) else a for a in cached[2:]))
+                cached = (*cached[:2], *(grown(a, size) for a in cached[2:]))
         if rows is None:
             rows = np.arange(size)
             shapes = len(self._target)
             totals = np.zeros((shapes, size), dtype=np.int64)
             free = np.zeros((2, size), dtype=np.int64)
             holds = np.zeros((shapes, size), dtype=np.int64)
-            quot = np.zeros((2, shapes, size), dtype=np.int64)
-            rem = np.zeros((2, shapes, size), dtype=np.int64)
         else:
-            totals, free, holds, quot, rem = cached[2], cached[3], cached[4], cached[5], cached[6]  # type: ignore[index]
+            assert cached is not None
+            totals, free, holds = cached[2], cached[3], cached[4]
         if len(rows):
             union, need, ignored, need_cm = self._stacked_plan(cols, needs)
             held_rows(rows, table.view("zfree"), table.view("zvalid"), self._able(table, rows), table.view("free"),
                       np.array(union, dtype=np.int64),
                       np.array([table.resource_column(r) for r in _ZONE_RESOURCES], dtype=np.int64),
-                      need, ignored, need_cm, (totals, free, holds, quot, rem))
+                      need, ignored, need_cm, (totals, free, holds))
         if self._weights is None:  # demand over supply: what every row holds of each shape now
             demand = np.array([count for _, count in self._target], dtype=np.float64)
             self._weights = demand / demand.sum() / np.maximum(holds.sum(axis=1).astype(np.float64), 1.0)
-        self._vector = (self.shape_version, table.stamp, totals, free, holds, quot, rem)
-        return totals, holds, quot, rem
+        self._vector = (self.shape_version, table.stamp, totals, free, holds)
+        return totals, holds, free
 
     def _alike(self, cluster: Cluster) -> bool:
         """Whether every node that pins CPUs has the same hardware (NUMA zones, reserved CPUs): then no
@@ -480,19 +467,19 @@ def after_zone_totals(table: NodeTable, totals: np.ndarray, cols: list[list[int]
 
 def held_rows(rows: np.ndarray, zfree: np.ndarray, zvalid: np.ndarray, able: np.ndarray, free: np.ndarray,
               union: np.ndarray, cm: np.ndarray, need: np.ndarray, ignored: np.ndarray, need_cm: np.ndarray,
-              kept: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+              kept: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
     """Write :meth:`ScarcityScore._held_all`'s kept arrays at ``rows`` (``able``: one flag per row given).
 
-    ``kept`` is (totals, free CPU and memory, holds, quot, rem); at each row: per target shape the pods
-    its zones hold (per valid zone, the fewest over the shape's columns ``union`` of the zone's free
-    amount ``zfree`` over the shape's ``need``, where ``ignored`` is False; summed over the zones; 0
-    where the row is not able), the row's free CPU and memory (``free`` at columns ``cm``, at least
-    0), their quotients and remainders by each shape's ``need_cm``, and what the row holds (the
-    totals capped by both quotients). The compiled loop when built, else NumPy: the same integers."""
-    totals, free_cm, holds, quot, rem = kept
+    ``kept`` is (totals, free CPU and memory, holds); at each row: per target shape the pods its zones
+    hold (per valid zone, the fewest over the shape's columns ``union`` of the zone's free amount
+    ``zfree`` over the shape's ``need``, where ``ignored`` is False; summed over the zones; 0 where
+    the row is not able), the row's free CPU and memory (``free`` at columns ``cm``, at least 0), and
+    what the row holds (the totals capped by those amounts over each shape's ``need_cm``). The
+    compiled loop when built, else NumPy: the same integers."""
+    totals, free_cm, holds = kept
     if rowloops.compiled is not None:
         rowloops.compiled.scarcity_rows(rows, zfree, zvalid, able, free, union, cm, need, ignored, need_cm,
-                                        totals, free_cm, holds, quot, rem)
+                                        totals, free_cm, holds)
         return
     valid = take_rows(zvalid, rows).T & able[:, None]
     # rows x zones x shapes x columns: how many pods of the shape each zone's column allows.
@@ -500,33 +487,28 @@ def held_rows(rows: np.ndarray, zfree: np.ndarray, zvalid: np.ndarray, able: np.
     per_zone = np.where(valid[:, :, None], np.where(ignored, _NO_LIMIT, allowed).min(axis=3), 0)
     totals[:, rows] = changed_totals = per_zone.sum(axis=1).T
     free_cm[:, rows] = changed_free = np.maximum(take_rows(free, rows)[cm], 0)
-    holds[:, rows], quot[:, :, rows], rem[:, :, rows] = ScarcityScore._quotients(changed_totals, changed_free, need_cm)
+    holds[:, rows] = ScarcityScore._holds(changed_totals, changed_free, need_cm)
 
 
-def row_losses(before: np.ndarray, quot: np.ndarray, rem: np.ndarray, after_totals: np.ndarray, take_q: np.ndarray,
-               take_r: np.ndarray, value: np.ndarray, able: np.ndarray) -> np.ndarray:
+def row_losses(before: np.ndarray, free: np.ndarray, need_cm: np.ndarray, take: np.ndarray, after_totals: np.ndarray,
+               value: np.ndarray, able: np.ndarray) -> np.ndarray:
     """Per row, the raw score: the value the pod takes from the target, in fixed point (int64).
 
-    ``before``: per shape the pods each row holds now (shapes x rows); ``quot``/``rem``: quotient and
-    remainder of the row's free CPU and memory by each shape's need (2 x shapes x rows);
-    ``after_totals``: per shape the pods the row's zones hold after the pod; ``take_q``/``take_r``:
-    the pod's CPU and memory request divided the same way (2 x shapes); ``value``: one pod of each
-    shape (float64); ``able``: rows that can hold demanding pods (the others score 0). The compiled
-    loop (:mod:`toposched.scheduler.rowloops`) when built, else NumPy: the same integers."""
+    ``before``: per shape the pods each row holds now (shapes x rows); ``free``: the row's free CPU and
+    memory (2 x rows, at least 0); ``need_cm``: each shape's CPU and memory need (2 x shapes, at
+    least 1); ``take``: the pod's CPU and memory request (2); ``after_totals``: per shape the pods the
+    row's zones hold after the pod; ``value``: one pod of each shape (float64); ``able``: rows that
+    can hold demanding pods (the others score 0). The compiled loop
+    (:mod:`toposched.scheduler.rowloops`) when built, else NumPy: the same integers."""
     if rowloops.compiled is not None:
         out = np.empty(before.shape[1], dtype=np.int64)
-        rowloops.compiled.scarcity_loss(before, quot, rem, after_totals, take_q, take_r, value, able, out)
+        rowloops.compiled.scarcity_loss(before, free, need_cm, take, after_totals, value, able, out)
         return out
-    # The shapes the free CPU and memory allow after the pod, max(free - take, 0) // need, from the
-    # kept quotients and remainders of free // need: with take = q * need + r, that is
-    # max(quot - q - (rem < r), 0), and no division over the rows.
-    # (rem < r) is the sign bit of rem - r, both being below need; the clamp at 0 is taken once,
-    # after the minimum over CPU, memory and the zones' totals (which are never negative).
-    after = rem - take_r[:, :, None]
-    after >>= 63
-    after += quot
-    after -= take_q[:, :, None]
-    held_after = np.minimum(after[0], after[1], out=after[0])
+    # The shapes the free CPU and memory hold after the pod, (free - take) // need: negative where the
+    # pod takes more than is free, and the clamp at 0 is taken once, after the minimum over CPU,
+    # memory and the zones' totals (which are never negative).
+    left = free - take[:, None]
+    held_after = np.minimum(_quotients(left[0], need_cm[0]), _quotients(left[1], need_cm[1]))
     np.minimum(after_totals, held_after, out=held_after)
     np.maximum(held_after, 0, out=held_after)
     lost = np.subtract(before, held_after, out=held_after)
@@ -537,6 +519,18 @@ def row_losses(before: np.ndarray, quot: np.ndarray, rem: np.ndarray, after_tota
     loss *= 1e6
     out = np.round(loss, out=loss).astype(np.int64)  # fixed point: normalization needs the order
     out *= able
+    return out
+
+
+def _quotients(amount: np.ndarray, needs: np.ndarray) -> np.ndarray:
+    """``amount // need`` (floored) for each of ``needs``: shapes x rows. NumPy divides by a scalar with
+    a precomputed multiplier and by an array element by element (640 µs for 2 x 4 x 5,000 against
+    110 µs this way), so from a few dozen rows each need divides the row in turn."""
+    if len(amount) < _SCALAR_DIVISION_ROWS:
+        return amount[None, :] // needs[:, None]
+    out = np.empty((len(needs), len(amount)), dtype=np.int64)
+    for k, n in enumerate(needs.tolist()):
+        np.floor_divide(amount, n, out=out[k])
     return out
 
 
