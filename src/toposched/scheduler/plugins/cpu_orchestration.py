@@ -41,6 +41,7 @@ bind policy says how they are bound. In the cycle:
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -125,6 +126,7 @@ REASON_NOT_ENOUGH = "not enough cpus available to satisfy request"
 REASON_FAILED = "failed to allocate cpus"
 REASON_INSUFFICIENT = "insufficient CPUs to satisfy required cpu bind policy"
 
+_FACTS_KEPT = 4096  # distinct node facts interned before the interned ones are forgotten (see _interned)
 _FEW_FLAGGED = 2  # up to this many flagged rows, a pod without a bind policy is judged node by node (filter_all)
 _UNIT = {FULL_PCPUS: "free whole cores", SPREAD_BY_PCPUS: "free physical cores"}
 
@@ -1009,6 +1011,14 @@ class _NodeFacts:
     # Its static CPU manager has full-pcpus-only: each container's CPUs must fit the free whole cores
     # left by the pod's containers admitted before it (see _smt_need).
     full_pcpus_only: bool = False
+    # Hashed once: the facts key a RowMemo's classes, looked up for every row that changes.
+    _hash: int = dataclasses.field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.compare)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -1057,6 +1067,7 @@ class CPUOrchestration:
         # Kept apart, read only for rows the memory manager's hint decides (_kubelet_names_a_split_numa_node).
         self._memory_memos: weakref.WeakKeyDictionary[NodeTable, RowMemo] = weakref.WeakKeyDictionary()
         self._node_facts: NodeCache[_NodeFacts] = NodeCache()
+        self._facts_seen: dict[_NodeFacts, _NodeFacts] = {}  # see _interned
 
     # ---- the pod
 
@@ -1115,7 +1126,14 @@ class CPUOrchestration:
 
     def _facts(self, node: NodeRecord) -> _NodeFacts:
         """What the node-level checks read of ``node`` (kept until its report, replica or spec changes)."""
-        return self._node_facts.read(node.name, (node.nrt, node.model, node.spec), lambda: self._read_facts(node))
+        return self._node_facts.read(node.name, (node.nrt, node.model, node.spec), lambda: self._interned(self._read_facts(node)))
+
+    def _interned(self, facts: _NodeFacts) -> _NodeFacts:
+        """One object for equal facts, so a RowMemo finds a row's class by identity, not by comparing
+        every field (most nodes share a few kinds of facts)."""
+        if len(self._facts_seen) >= _FACTS_KEPT:
+            self._facts_seen.clear()
+        return self._facts_seen.setdefault(facts, facts)
 
     def _read_facts(self, node: NodeRecord) -> _NodeFacts:
         model = node.model
