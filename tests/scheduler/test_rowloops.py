@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from toposched.scheduler import rowloops
 from toposched.scheduler.plugins.numa import AlignedRequest, _containers_in_turn, zones_hold_requests
-from toposched.scheduler.plugins.scarcity import after_zone_totals, held_rows, row_losses
+from toposched.scheduler.plugins.scarcity import ScarcityScore, after_zone_totals, held_rows, row_losses
 from toposched.workload import Container, Pod
 
 compiled = rowloops.compiled
@@ -104,6 +104,22 @@ def test_scarcity_losses_count_a_pod_taking_more_than_is_free_as_holding_none() 
     out = row_losses(before, free, np.array([[500], [1]]), np.array([2500, 0]), np.array([[9, 9]]), np.array([1e-6]),
                      np.ones(2, dtype=bool))
     assert out.tolist() == [3, 0]
+
+
+@needs_compiled
+@settings(**SETTINGS)
+@given(st.lists(st.one_of(st.integers(0, 10**6), st.integers(0, 2**63 - 1)), max_size=60), st.integers(0, 3))
+def test_normalized_scarcity_scores_are_the_numpy_ones(values: list[int], spare: int) -> None:
+    """ScarcityScore's min-max normalisation of raw losses (at least 0), compiled (float quotients for
+    small spans, exact division beyond, NumPy's wrapping where the scaled differences overflow) and
+    in NumPy."""
+    plugin = ScarcityScore({})
+    raw = np.array(values, dtype=np.int64)
+    fast = plugin.normalize_scores(None, None, _strided(raw, spare))  # type: ignore[arg-type]
+    with numpy_forms():
+        slow = plugin.normalize_scores(None, None, raw)  # type: ignore[arg-type]
+    assert fast.dtype == slow.dtype == np.int64
+    np.testing.assert_array_equal(fast, slow)
 
 
 @st.composite

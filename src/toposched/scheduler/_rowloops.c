@@ -735,6 +735,66 @@ static int numbers_only(const Amount *amounts, Py_ssize_t count, Py_ssize_t expe
     return expect(ok, what);
 }
 
+/* ---- ScarcityScore's NormalizeScore ------------------------------------------------------------------ */
+
+/* out[j] = top - (v[j] - low) * top // span, the differences below 2**51 / top (see float_divmod). */
+ROW_LOOP void minmax_float(int64_t *restrict out, const int64_t *restrict v, int64_t low, int64_t span, int64_t top,
+                           Py_ssize_t rows)
+{
+    const double inv = 1.0 / (double)span;
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        int64_t r;
+        out[j] = top - float_divmod((v[j] - low) * top, span, inv, &r);
+    }
+}
+
+PyDoc_STRVAR(minmax_scores_doc,
+"minmax_scores(raw, top, out)\n\n"
+"Min-max normalisation, the smallest raw value scoring top and the largest 0: out = top - (raw - low) * top\n"
+"// (high - low) with low and high raw's least and largest (int64 arithmetic, floored, as NumPy's); top\n"
+"everywhere where every raw value is the same. raw and out int64, one per row; top at least 1.");
+
+static PyObject *minmax_scores(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    Call c;
+    if (!call_begin(&c, nargs, 3, 3, "minmax_scores takes raw, top and out"))
+        return NULL;
+    const Py_buffer *raw = take(&c, args[0], 1, 'i', 0, 0, "raw");
+    const Py_buffer *out = raw ? take(&c, args[2], 1, 'i', 1, 0, "out") : NULL;
+    if (out == NULL)
+        return call_end(&c, NULL);
+    const int64_t top = PyLong_AsLongLong(args[1]);
+    if (top == -1 && PyErr_Occurred())
+        return call_end(&c, NULL);
+    const Py_ssize_t n = raw->shape[0];
+    if (!expect(out->shape[0] == n, "raw and out") || !expect(top >= 1, "top: at least 1"))
+        return call_end(&c, NULL);
+    if (n == 0)
+        return call_end(&c, Py_NewRef(Py_None));
+    int64_t low = EL1(raw, 0), high = low;
+    for (Py_ssize_t j = 1; j < n; j++) {
+        const int64_t v = EL1(raw, j);
+        low = v < low ? v : low;
+        high = v > high ? v : high;
+    }
+    int64_t *dst = (int64_t *)out->buf;
+    if (high == low) {
+        fill_int64(dst, top, n);
+        return call_end(&c, Py_NewRef(Py_None));
+    }
+    /* high - low and each (v - low) * top, as NumPy computes them: wrapping int64 arithmetic. */
+    const int64_t span = (int64_t)((uint64_t)high - (uint64_t)low);
+    if (raw->strides[0] == 8 && span > 0 && span < FLOAT_EXACT / top) {
+        minmax_float(dst, (const int64_t *)raw->buf, low, span, top, n);
+        return call_end(&c, Py_NewRef(Py_None));
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const int64_t scaled = (int64_t)(((uint64_t)EL1(raw, j) - (uint64_t)low) * (uint64_t)top);
+        dst[j] = (int64_t)((uint64_t)top - (uint64_t)floor_div(scaled, span));
+    }
+    return call_end(&c, Py_NewRef(Py_None));
+}
+
 PyDoc_STRVAR(short_bits_doc,
 "short_bits(arrays, least, out, rows=None)\n\n"
 "Per asked row, one bit per array, set where arrays[r][row] < least[r] (bit r; arrays int64 over the rows,\n"
@@ -1364,6 +1424,7 @@ static PyMethodDef methods[] = {
     {"walk_zones", (PyCFunction)(void (*)(void))walk_zones, METH_FASTCALL, walk_zones_doc},
     {"derive_rows", (PyCFunction)(void (*)(void))derive_rows, METH_FASTCALL, derive_rows_doc},
     {"short_bits", (PyCFunction)(void (*)(void))short_bits, METH_FASTCALL, short_bits_doc},
+    {"minmax_scores", (PyCFunction)(void (*)(void))minmax_scores, METH_FASTCALL, minmax_scores_doc},
     {"fit_score", (PyCFunction)(void (*)(void))fit_score, METH_FASTCALL, fit_score_doc},
     {NULL, NULL, 0, NULL},
 };

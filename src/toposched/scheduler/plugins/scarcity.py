@@ -360,6 +360,10 @@ class ScarcityScore:
         raw = np.asarray(raw, dtype=np.int64)
         if not len(raw):
             return raw
+        if rowloops.compiled is not None:  # the same integers in one pass over the rows
+            out = np.empty(len(raw), dtype=np.int64)
+            rowloops.compiled.minmax_scores(raw, MAX_NODE_SCORE, out)
+            return out
         low, high = int(raw.min()), int(raw.max())
         if high == low:
             return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
