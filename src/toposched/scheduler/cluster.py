@@ -544,7 +544,6 @@ class Cluster:
         uid = _uid(pod)
         if uid in self.pod_node:
             raise InputError(f"pod is already on node {self.pod_node[uid]}", field="pod", source=f"pod {pod.key}")
-        admission, placement, usage = None, Placement(node), {}
         if exact and record.model is not None:
             before = record.model.available()
             admission = record.model.admit(pod, trial=True)
@@ -552,6 +551,8 @@ class Cluster:
                 return admission, None
             placement = placement_of(node, admission, pod)
             usage = _taken(before, record.model.available())
+        else:
+            admission, placement, usage = None, Placement(node), {}
         record.add(uid, PodEntry(pod, placement, assumed=True, since=now, usage=usage))
         self.pod_node[uid] = node
         add_resources(record.requested, pod.effective_requests())
