@@ -505,3 +505,17 @@ def test_aligned_picks_are_the_device_managers_picks(held, shared, reversed_plug
             if not shared_ids & set(manager.pick("nvidia.com/gpu", n, (numa,))):
                 want[numa] |= 1 << n
     assert (bits, most) == (tuple(want), 4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=200),
+       st.sampled_from([1, 1 << 10, 1 << 20]))
+def test_the_pairs_seen_are_numpys_unique_pairs(pairs: list[tuple[int, int]], scale: int) -> None:
+    """The refusal texts' distinct (fitting, candidates) pairs and each row's index among them, as
+    ``np.unique`` over the pairs gives them: counted in a table for small counts, sorted beyond."""
+    first = np.array([a * scale for a, _ in pairs], dtype=np.int64)
+    second = np.array([b for _, b in pairs], dtype=np.int64)
+    seen, which = gpu_share._pairs_seen(first, second)
+    want, inverse = np.unique(np.stack([first, second], axis=1), axis=0, return_inverse=True)
+    assert seen == want.tolist()
+    assert np.array_equal(which, inverse.reshape(-1))
