@@ -337,6 +337,26 @@ ROW_LOOP void mark_short(int64_t *pattern, const int64_t *a, int64_t least, int 
 
 /* ---- zones holding a request ------------------------------------------------------------------ */
 
+/* The first zone slot of `row` that is valid and where every frees[r] is at least need[r * stride]
+ * (`zones` where none is). Row by row, each search ending at the first zone that holds the needs:
+ * rows have a few of the table's zone slots, the first usually holds them, and on a large table the
+ * zone planes are out of the CPU caches when a pod arrives, so this reads a fraction of what a pass
+ * per zone slot would. */
+static inline Py_ssize_t first_zone(const Py_buffer *valid, Py_buffer *const *frees, Py_ssize_t names, Py_ssize_t zones,
+                                    Py_ssize_t row, const int64_t *need, Py_ssize_t stride)
+{
+    for (Py_ssize_t z = 0; z < zones; z++) {
+        if (!B2(valid, z, row))
+            continue;
+        Py_ssize_t r = 0;
+        while (r < names && EL2(frees[r], z, row) >= need[r * stride])
+            r++;
+        if (r == names)
+            return z;
+    }
+    return zones;
+}
+
 PyDoc_STRVAR(first_zone_holding_doc,
 "first_zone_holding(valid, frees, needs, out, rows=None)\n\n"
 "Per asked row, the first zone slot that is valid and holds every need: frees[r][zone, row] >= needs[r]\n"
@@ -367,23 +387,11 @@ static PyObject *first_zone_holding(PyObject *Py_UNUSED(self), PyObject *const *
         if (!expect(frees[r]->shape[0] == zones && frees[r]->shape[1] == size, "frees and valid")
             || !expect(!needs[r].per_row || needs[r].length == n, "needs and the asked rows"))
             return call_end(&c, NULL);
-    /* Row by row, each search ending at the first zone that holds every need: rows have a few of the
-     * table's zone slots, and the zone planes are out of the CPU caches on a large table (see
-     * any_zone_holds). */
-    int64_t *first = (int64_t *)out->buf;
+    int64_t *first = (int64_t *)out->buf, need[MAX_ARRAYS];
     for (Py_ssize_t j = 0; j < n; j++) {
-        const Py_ssize_t row = index ? index[j] : j;
-        Py_ssize_t z = 0;
-        for (; z < zones; z++) {
-            if (!B2(valid, z, row))
-                continue;
-            Py_ssize_t r = 0;
-            while (r < n_frees && EL2(frees[r], z, row) >= amount(&needs[r], j))
-                r++;
-            if (r == n_frees)
-                break;
-        }
-        first[j] = z;
+        for (Py_ssize_t r = 0; r < n_frees; r++)
+            need[r] = amount(&needs[r], j);
+        first[j] = first_zone(valid, frees, n_frees, zones, index ? index[j] : j, need, 1);
     }
     return call_end(&c, Py_NewRef(Py_None));
 }
@@ -400,27 +408,13 @@ static inline int aligned_on(int64_t code, int cpu, int mem)
 }
 
 /* ok[j] stays set where some valid zone of the asked row holds every need (need: resources x n), and
- * is cleared elsewhere. Row by row, the search ending at the first zone that holds them: most rows
- * have a few zones of the table's slots, and the first usually holds the request, so this reads a
- * fraction of the zone planes a pass per zone would (those planes are out of the CPU caches when a
- * pod arrives on a large table). */
+ * is cleared elsewhere (first_zone). */
 static void any_zone_holds(unsigned char *ok, const int64_t *need, const Py_buffer *valid, Py_buffer *const *frees,
                            Py_ssize_t names, Py_ssize_t zones, const int64_t *index, Py_ssize_t n)
 {
-    for (Py_ssize_t j = 0; j < n; j++) {
-        if (!ok[j])
-            continue;
-        const Py_ssize_t row = index ? index[j] : j;
-        int found = 0;
-        for (Py_ssize_t z = 0; z < zones && !found; z++) {
-            if (!B2(valid, z, row))
-                continue;
-            found = 1;
-            for (Py_ssize_t r = 0; r < names && found; r++)
-                found = EL2(frees[r], z, row) >= need[r * n + j];
-        }
-        ok[j] = (unsigned char)found;
-    }
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (ok[j])
+            ok[j] = first_zone(valid, frees, names, zones, index ? index[j] : j, need + j, n) < zones;
 }
 
 PyDoc_STRVAR(zones_hold_doc,
