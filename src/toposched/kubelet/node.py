@@ -198,7 +198,7 @@ class KubeletNode:
         self.pods: dict[str, Pod] = {}
         self.admissions: dict[str, Admission] = {}
         self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
-        self._mutations = 0  # bumped by every admission, release and undo (memoises available())
+        self._mutations = 0  # bumped by every admission, release and undo of a pod that may pin (memoises available())
         self._available: tuple[tuple[Any, ...], dict[int, dict[str, int]]] | None = None
         self._capacity: dict[int, dict[str, int]] | None = None  # see zone_capacity
         self._zones = []  # (NUMA id, CPU mask, hugepages and regular memory when not pinned by a memory manager)
@@ -267,8 +267,9 @@ class KubeletNode:
             return self._misfit(pod, requests)  # type: ignore[return-value]
         snapshot = self._snapshot(uid)
         self._results[uid] = {}
+        unpinned = self.pins_nothing(pod)
         try:
-            hints = self._admit_unpinned(pod)
+            hints = self._admit_unpinned(pod) if unpinned else None
             if hints is None and self._many_numa:
                 with _collector_paused():
                     hints = self.topology_manager.admit(pod)
@@ -299,7 +300,7 @@ class KubeletNode:
                 devices=MappingProxyType(dict(got.get("devices", _EMPTY))),
             )
         admission = Admission(pod.key, True, containers=MappingProxyType(containers))
-        self._mutations += 1
+        self._mutations += not unpinned  # such a pod moves no memory: available() stands
         self._latest = (uid, snapshot, dict(self._requested))
         self.pods[uid] = pod
         self.admissions[uid] = admission
@@ -313,16 +314,20 @@ class KubeletNode:
         A Burstable or BestEffort pod asking for no device resource gets no exclusive CPUs (the
         static CPU manager serves Guaranteed pods only), no pinned memory (nor does the Static
         memory manager) and no devices: every manager has no preference, so the merge is known
-        (:meth:`MaskTopologyManager.admit_unpinned`). None when that does not apply.
+        (:meth:`MaskTopologyManager.admit_unpinned`). The caller checks :meth:`pins_nothing`; None
+        when the Topology Manager has no such path or it does not apply.
         """
         admit_unpinned = getattr(self.topology_manager, "admit_unpinned", None)
-        if admit_unpinned is None or pod.qos_class == GUARANTEED:
-            return None
+        return None if admit_unpinned is None else admit_unpinned(pod)
+
+    def pins_nothing(self, pod: Pod) -> bool:
+        """Whether no manager can give ``pod`` anything of its own: it is not Guaranteed (the static
+        CPU manager and the Static memory manager serve Guaranteed pods only) and asks for no device
+        resource. Admitting such a pod leaves :meth:`available` as it was."""
+        if pod.qos_class == GUARANTEED:
+            return False
         devices = self.devices
-        for c in pod.all_containers:
-            if any(devices.is_device_resource(r) for r in c.limits_or_requests):
-                return None
-        return admit_unpinned(pod)
+        return not any(devices.is_device_resource(r) for c in pod.all_containers for r in c.limits_or_requests)
 
     def _misfit(self, pod: Pod, effective_requests: Mapping[str, int]) -> Admission | None:
         """The kubelet's predicate admission: requests against allocatable, upstream's wording.
@@ -365,7 +370,7 @@ class KubeletNode:
             self.release(uid)
             return
         _, snapshot, requested = latest
-        self._mutations += 1
+        self._mutations += not self.pins_nothing(self.pods[uid])
         self._restore(snapshot, uid)
         del self.pods[uid]
         del self.admissions[uid]
@@ -379,7 +384,7 @@ class KubeletNode:
         if known is None:
             return
         self._latest = None
-        self._mutations += 1
+        self._mutations += not self.pins_nothing(known)
         self.admissions.pop(uid, None)
         if self.cpu is not None:
             self.cpu.release_pod(uid)

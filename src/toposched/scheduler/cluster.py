@@ -544,13 +544,15 @@ class Cluster:
         uid = _uid(pod)
         if uid in self.pod_node:
             raise InputError(f"pod is already on node {self.pod_node[uid]}", field="pod", source=f"pod {pod.key}")
-        if exact and record.model is not None:
-            before = record.model.available()
-            admission = record.model.admit(pod, trial=True)
+        model = record.model
+        if exact and model is not None:
+            pins = not model.pins_nothing(pod)  # else what the zones hold stays as it is: nothing to diff
+            before = model.available() if pins else None
+            admission = model.admit(pod, trial=True)
             if not admission.admitted:
                 return admission, None
             placement = placement_of(node, admission, pod)
-            usage = _taken(before, record.model.available())
+            usage = _taken(before, model.available()) if before is not None else {}
         else:
             admission, placement, usage = None, Placement(node), {}
         record.add(uid, PodEntry(pod, placement, assumed=True, since=now, usage=usage))

@@ -451,7 +451,7 @@ class NodeTable:
             self._index_spec(row, record.spec)
         model = record.model
         if model is not None:
-            self._fit_zones(len(model.machine.numa_ids))
+            self._fit_zones(len(model.machine.numa_nodes))
         # Only what changed is rewritten (a pod's reservation changes its node's requests, and
         # its zones only when it pins something). Adding a column forgets every row's sources.
         known = self._sources.get(row)
