@@ -1087,6 +1087,10 @@ class StaticMemoryPolicy:
                 work[node_id] = node
         self._state = work
 
+    def holds(self, uid: str) -> bool:
+        """Whether the pod with this UID holds memory blocks here (its containers' or reusable ones)."""
+        return uid in self._assignments or uid in self._reusable
+
     def release(self, pod: Pod | str) -> None:
         """Remove every container of a pod (a :class:`Pod` or its UID), init containers first.
 

@@ -198,7 +198,7 @@ class KubeletNode:
         self.pods: dict[str, Pod] = {}
         self.admissions: dict[str, Admission] = {}
         self._latest: tuple[str, Any, dict[str, int]] | None = None  # the latest admission, for unadmit
-        self._mutations = 0  # bumped by every admission, release and undo of a pod that may pin (memoises available())
+        self._mutations = 0  # bumped when the Static memory manager's blocks may move (memoises available())
         self._available: tuple[tuple[Any, ...], dict[int, dict[str, int]]] | None = None
         self._capacity: dict[int, dict[str, int]] | None = None  # see zone_capacity
         self._zones = []  # (NUMA id, CPU mask, hugepages and regular memory when not pinned by a memory manager)
@@ -320,6 +320,10 @@ class KubeletNode:
         admit_unpinned = getattr(self.topology_manager, "admit_unpinned", None)
         return None if admit_unpinned is None else admit_unpinned(pod)
 
+    def _holds_memory(self, uid: str) -> bool:
+        """Whether the Static memory manager holds blocks for the pod (releasing it then moves memory)."""
+        return self.memory is not None and self.memory.holds(uid)
+
     def pins_nothing(self, pod: Pod) -> bool:
         """Whether no manager can give ``pod`` anything of its own: it is not Guaranteed (the static
         CPU manager and the Static memory manager serve Guaranteed pods only) and asks for no device
@@ -370,7 +374,7 @@ class KubeletNode:
             self.release(uid)
             return
         _, snapshot, requested = latest
-        self._mutations += not self.pins_nothing(self.pods[uid])
+        self._mutations += self._holds_memory(uid)
         self._restore(snapshot, uid)
         del self.pods[uid]
         del self.admissions[uid]
@@ -384,7 +388,7 @@ class KubeletNode:
         if known is None:
             return
         self._latest = None
-        self._mutations += not self.pins_nothing(known)
+        self._mutations += self._holds_memory(uid)
         self.admissions.pop(uid, None)
         if self.cpu is not None:
             self.cpu.release_pod(uid)
