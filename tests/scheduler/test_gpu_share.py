@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import shared_path
+from toposched.devices.fgd import NodeBatch
 from toposched.devices.share import MILLI
 from toposched.kubelet import KubeletConfig
+from toposched.names import GPU_MODEL_LABEL
 from toposched.scheduler import Cluster, NodeSpec, Scheduler
 from toposched.scheduler.plugins import gpu_share
 from toposched.scheduler.plugins.gpu_rows import GPURows
@@ -222,6 +224,8 @@ GPU_SERVER = load_hardware_profile("gpu-8x")
 
 def gpu_rows_equal(kept: GPURows, fresh: GPURows) -> None:
     assert kept.models == fresh.models
+    for rows in (kept, fresh):  # the codes depend on the order models were seen in: compared by name
+        assert [rows.model_names[code] for code in rows.model_code.tolist()] == rows.models
     for name in ("count", "smallest", "memory", "used_core", "used_memory", "busy", "free_milli"):
         a, b = getattr(kept, name), getattr(fresh, name)
         width = max(a.shape[-1], b.shape[-1]) if a.ndim == 2 else None
@@ -244,8 +248,9 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
     """GPUShare's per-row GPU arrays, brought up to date at the changed rows only, always equal the
     arrays built from every row: shares and whole GPUs placed and released, nodes removed and added."""
     cluster = Cluster()
-    for i in range(3):
-        cluster.set_node(NodeSpec(f"gpu{i}"), machine=GPU_SERVER.machine, kubelet_config=GPU_SERVER.kubelet,
+    for i, model in enumerate(("H100", "", "A100")):  # rows of three models and none, in no sorted order
+        cluster.set_node(NodeSpec(f"gpu{i}", labels={GPU_MODEL_LABEL: model} if model else {}), machine=GPU_SERVER.machine,
+                         kubelet_config=GPU_SERVER.kubelet,
                          device_plugins={r: list(d) for r, d in (GPU_SERVER.device_plugins or {}).items()})
     cluster.set_node(NodeSpec("plain"), machine=GPU_SERVER.machine, kubelet_config=CONFIG)
     sched = Scheduler(cluster, load_profile("toposched"))
@@ -266,12 +271,27 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
         if i == 10:
             cluster.remove_node("gpu2")
         if i in (4, 12):  # a GPU server joins: its row is new to the arrays kept
-            cluster.set_node(NodeSpec(f"joined{i}"), machine=GPU_SERVER.machine, kubelet_config=GPU_SERVER.kubelet,
+            cluster.set_node(NodeSpec(f"joined{i}", labels={GPU_MODEL_LABEL: "L4"}), machine=GPU_SERVER.machine,
+                             kubelet_config=GPU_SERVER.kubelet,
                              device_plugins={r: list(d) for r, d in (GPU_SERVER.device_plugins or {}).items()})
         sched.table.refresh()
         kept = plugin._rows(sched.table)
         fresh = GPURows().update(sched.table, lambda row: plugin._row_gpus(sched.table, row))
         gpu_rows_equal(kept, fresh)
+        everyone = sched.table.all_rows()
+        for rows in (everyone, everyone[::-1].copy(), np.flatnonzero(kept.count[: len(everyone)] > 0)):
+            batch_equals_the_checked_one(kept.batch(sched.table, rows))
+
+
+def batch_equals_the_checked_one(batch: NodeBatch) -> None:
+    """A batch GPURows hands over unchecked is what the checking constructor makes of the same nodes."""
+    checked = NodeBatch(cpu_free=batch.cpu_free, memory_free=batch.memory_free, gpu_free=batch.gpu_free,
+                        gpu_count=batch.gpu_count, gpu_model=batch.gpu_model)
+    for name in ("cpu_free", "memory_free", "gpu_free", "gpu_count", "model_index"):
+        assert np.array_equal(getattr(batch, name), getattr(checked, name)), name
+        assert getattr(batch, name).dtype == getattr(checked, name).dtype and not getattr(batch, name).flags.writeable
+    assert batch.gpu_model == checked.gpu_model and batch.models == checked.models
+    assert batch.affinity == checked.affinity and len(batch) == len(checked)
 
 
 def gpu8x_scheduler(policy: str = "restricted", scope: str = "pod", cpu: str = "static",

@@ -59,6 +59,8 @@ class GPURows:
     """
 
     def __init__(self) -> None:
+        self.model_names: list[str] = [""]  # every model seen, "" (no GPUs) first; never shrinks
+        self._model_codes: dict[str, int] = {"": 0}
         self._stamp = -1
         self._width = 0
         self.slots = 0
@@ -68,6 +70,7 @@ class GPURows:
         self.count = np.zeros(size, dtype=np.int64)
         self.smallest = np.zeros(size, dtype=np.int64)  # the smallest GPU memory (0 without GPUs)
         self.models = [""] * size
+        self.model_code = np.zeros(size, dtype=np.int64)  # per row, its model's position in model_names
         self.memory = np.zeros((size, width), dtype=np.int64)
         self.used_core = np.zeros((size, width), dtype=np.int64)
         self.used_memory = np.zeros((size, width), dtype=np.int64)
@@ -108,7 +111,7 @@ class GPURows:
     def _extend(self, size: int) -> None:
         """Rows added up to ``size``, empty (no node) until written."""
         added = size - len(self.models)
-        for name in ("count", "smallest", "memory", "used_core", "used_memory", "busy", "free_milli"):
+        for name in ("count", "smallest", "model_code", "memory", "used_core", "used_memory", "busy", "free_milli"):
             setattr(self, name, grown(getattr(self, name), size, axis=0))  # rows first here
         for resource, arrays in self.whole.items():
             self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
@@ -144,13 +147,18 @@ class GPURows:
         for array in self.devices.values():
             array[:, row] = 0
         if fact is None:
-            self.count[row] = self.smallest[row] = 0
+            self.count[row] = self.smallest[row] = self.model_code[row] = 0
             self.models[row] = ""
             return
         n = len(fact.memory)
         self.count[row] = n
         self.smallest[row] = min(fact.memory) if n else 0
         self.models[row] = fact.model
+        code = self._model_codes.get(fact.model)
+        if code is None:
+            code = self._model_codes[fact.model] = len(self.model_names)
+            self.model_names.append(fact.model)
+        self.model_code[row] = code
         if n:
             self.memory[row, :n] = fact.memory
             self.used_core[row, :n] = fact.used_core
@@ -187,9 +195,19 @@ class GPURows:
         """The rows as the packing policies see them (what :meth:`NodeBatch.from_views` makes of their
         views): the host part is what the node's pods leave of its allocatable CPU and memory (0 where
         the node is gone)."""
-        width = int(self.count[rows].max()) if len(rows) else 0
+        count = self.count.take(rows)
+        width = int(count.max()) if len(rows) else 0
         live = table.pick(table.view("live"), rows)
-        return NodeBatch(cpu_free=np.maximum(table.pick(table.free("cpu"), rows), 0) * live,
-                         memory_free=np.maximum(table.pick(table.free("memory"), rows), 0) * live,
-                         gpu_free=self.free_milli.take(rows, axis=0)[:, :width], gpu_count=self.count[rows],
-                         gpu_model=tuple(self.models[row] for row in rows.tolist()))
+        # The batch's models in first-seen order, and each row's position among them.
+        codes = self.model_code.take(rows)
+        seen, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        position = np.empty(len(seen), dtype=np.intp)
+        position[order] = np.arange(len(seen))
+        names = self.model_names
+        return NodeBatch.from_checked(
+            cpu_free=np.maximum(table.pick(table.free("cpu"), rows), 0) * live,
+            memory_free=np.maximum(table.pick(table.free("memory"), rows), 0) * live,
+            gpu_free=np.ascontiguousarray(self.free_milli.take(rows, axis=0)[:, :width]), gpu_count=count,
+            gpu_model=tuple(names[code] for code in codes.tolist()),
+            models=tuple(names[code] for code in seen[order].tolist()), model_index=position[inverse.reshape(-1)])
