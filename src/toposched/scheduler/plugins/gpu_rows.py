@@ -198,16 +198,17 @@ class GPURows:
         count = self.count.take(rows)
         width = int(count.max()) if len(rows) else 0
         live = table.pick(table.view("live"), rows)
-        # The batch's models in first-seen order, and each row's position among them.
+        # The batch's models in first-seen order, and each row's position among them: a pass per model
+        # present (a few), where np.unique would sort the rows.
         codes = self.model_code.take(rows)
-        seen, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        position = np.empty(len(seen), dtype=np.intp)
-        position[order] = np.arange(len(seen))
         names = self.model_names
+        present = np.flatnonzero(np.bincount(codes, minlength=len(names))).tolist()
+        seen = [code for _, code in sorted((int(np.argmax(codes == code)), code) for code in present)]
+        position = np.zeros(len(names), dtype=np.intp)
+        position[seen] = np.arange(len(seen))
         return NodeBatch.from_checked(
             cpu_free=np.maximum(table.pick(table.free("cpu"), rows), 0) * live,
             memory_free=np.maximum(table.pick(table.free("memory"), rows), 0) * live,
             gpu_free=np.ascontiguousarray(self.free_milli.take(rows, axis=0)[:, :width]), gpu_count=count,
             gpu_model=tuple(names[code] for code in codes.tolist()),
-            models=tuple(names[code] for code in seen[order].tolist()), model_index=position[inverse.reshape(-1)])
+            models=tuple(names[code] for code in seen), model_index=position.take(codes))
