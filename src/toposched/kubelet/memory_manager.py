@@ -987,11 +987,13 @@ class StaticMemoryPolicy:
     ) -> None:
         """Upstream ``updateMachineState``: count the block on every node, fill nodes in order."""
         for node_id in bits:
-            node = replace(work[node_id], number_of_assignments=work[node_id].number_of_assignments + 1, cells=bits)
+            before = work[node_id]  # records built directly: dataclasses.replace reads the fields' list each call
+            node = NUMANodeState(before.number_of_assignments + 1, before.memory_map, bits)
             table = node.table(resource)
             if size and table is not None and table.free > 0:
                 take = min(table.free, size)
-                node = node.with_table(resource, replace(table, reserved=table.reserved + take, free=table.free - take))
+                node = node.with_table(resource, MemoryTable(table.total, table.system_reserved, table.allocatable,
+                                                             table.reserved + take, table.free - take))
                 size -= take
                 taken.setdefault(node_id, {})[resource] = take
             work[node_id] = node
@@ -1076,13 +1078,12 @@ class StaticMemoryPolicy:
                     continue
                 node = work[node_id]
                 count = node.number_of_assignments - 1
-                node = replace(node, number_of_assignments=count, cells=(node_id,) if count == 0 else node.cells)
+                node = NUMANodeState(count, node.memory_map, (node_id,) if count == 0 else node.cells)
                 table = node.table(block.type)
                 if released and table is not None and table.reserved:
                     give = min(table.reserved, released)
-                    node = node.with_table(
-                        block.type, replace(table, reserved=table.reserved - give, free=table.free + give)
-                    )
+                    node = node.with_table(block.type, MemoryTable(table.total, table.system_reserved, table.allocatable,
+                                                                   table.reserved - give, table.free + give))
                     released -= give
                 work[node_id] = node
         self._state = work

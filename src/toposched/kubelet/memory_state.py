@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
@@ -92,7 +92,7 @@ class NUMANodeState:
         """A copy of this node state with one table replaced."""
         tables = dict(self.memory_map or {})
         tables[resource] = table
-        return replace(self, memory_map=tables)
+        return NUMANodeState(self.number_of_assignments, tables, self.cells)
 
 
 @dataclass(frozen=True, slots=True)
