@@ -223,9 +223,8 @@ GPU_SERVER = load_hardware_profile("gpu-8x")
 
 
 def gpu_rows_equal(kept: GPURows, fresh: GPURows) -> None:
-    assert kept.models == fresh.models
-    for rows in (kept, fresh):  # the codes depend on the order models were seen in: compared by name
-        assert [rows.model_names[code] for code in rows.model_code.tolist()] == rows.models
+    # The codes depend on the order each saw the models in: compared by name.
+    assert [kept.model_names[c] for c in kept.model_code.tolist()] == [fresh.model_names[c] for c in fresh.model_code.tolist()]
     for name in ("count", "smallest", "memory", "used_core", "used_memory", "busy", "free_milli"):
         a, b = getattr(kept, name), getattr(fresh, name)
         width = max(a.shape[-1], b.shape[-1]) if a.ndim == 2 else None
@@ -278,6 +277,9 @@ def test_the_gpu_arrays_kept_row_by_row_equal_arrays_built_afresh(steps):
         kept = plugin._rows(sched.table)
         fresh = GPURows().update(sched.table, lambda row: plugin._row_gpus(sched.table, row))
         gpu_rows_equal(kept, fresh)
+        facts = [plugin._row_gpus(sched.table, row) for row in range(sched.table.size)]
+        assert [kept.model_names[c] for c in kept.model_code[: len(facts)].tolist()] == [
+            fact.model if fact is not None else "" for fact in facts]
         everyone = sched.table.all_rows()
         for rows in (everyone, everyone[::-1].copy(), np.flatnonzero(kept.count[: len(everyone)] > 0)):
             batch_equals_the_checked_one(kept.batch(sched.table, rows))

@@ -69,8 +69,7 @@ class GPURows:
     def _allocate(self, size: int, width: int) -> None:
         self.count = np.zeros(size, dtype=np.int64)
         self.smallest = np.zeros(size, dtype=np.int64)  # the smallest GPU memory (0 without GPUs)
-        self.models = [""] * size
-        self.model_code = np.zeros(size, dtype=np.int64)  # per row, its model's position in model_names
+        self.model_code = np.zeros(size, dtype=np.int64)  # per row, its GPU model's position in model_names
         self.memory = np.zeros((size, width), dtype=np.int64)
         self.used_core = np.zeros((size, width), dtype=np.int64)
         self.used_memory = np.zeros((size, width), dtype=np.int64)
@@ -110,14 +109,13 @@ class GPURows:
 
     def _extend(self, size: int) -> None:
         """Rows added up to ``size``, empty (no node) until written."""
-        added = size - len(self.models)
+        added = size - len(self._facts)
         for name in ("count", "smallest", "model_code", "memory", "used_core", "used_memory", "busy", "free_milli"):
             setattr(self, name, grown(getattr(self, name), size, axis=0))  # rows first here
         for resource, arrays in self.whole.items():
             self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
         for resource, array in self.devices.items():
             self.devices[resource] = grown(array, size)
-        self.models += [""] * added
         self._facts += [None] * added
 
     def _rebuild(self, table: NodeTable, read: Callable[[int], RowGPUs | None], width: int) -> None:
@@ -148,12 +146,10 @@ class GPURows:
             array[:, row] = 0
         if fact is None:
             self.count[row] = self.smallest[row] = self.model_code[row] = 0
-            self.models[row] = ""
             return
         n = len(fact.memory)
         self.count[row] = n
         self.smallest[row] = min(fact.memory) if n else 0
-        self.models[row] = fact.model
         code = self._model_codes.get(fact.model)
         if code is None:
             code = self._model_codes[fact.model] = len(self.model_names)
