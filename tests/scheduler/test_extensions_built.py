@@ -1,8 +1,10 @@
 """The optional C extensions are built wherever a C compiler is.
 
-Both are optional (setup.py), so a failed build is silent: without the row loops every run is
-slower (their NumPy forms decide the same), without the arenas Python keeps its own. Where the
-compiler Python was built with is present, a missing extension means the build broke.
+All are optional (setup.py), so a failed build is silent: without the row loops every run is
+slower (their NumPy forms decide the same), without the distribution search a kubelet replica
+with distribute-cpus-across-numa is (its Python form decides the same), without the arenas Python
+keeps its own. Where the compiler Python was built with is present, a missing extension means the
+build broke.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import sysconfig
 import pytest
 
 
-@pytest.mark.parametrize("module", ["toposched.scheduler._rowloops", "toposched.scheduler._hugearenas"])
+@pytest.mark.parametrize("module", ["toposched.scheduler._rowloops", "toposched.scheduler._hugearenas",
+                                    "toposched.kubelet._numa_distribution"])
 def test_the_extension_is_built_where_a_compiler_is(module: str) -> None:
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:

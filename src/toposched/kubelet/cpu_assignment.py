@@ -27,13 +27,12 @@ placed in a cache per socket, as upstream's topology discovery does.
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
 
 from toposched.errors import InputError, ToposchedError
+from toposched.kubelet.numa_distribution import best_combination
 from toposched.topology import CPUSet, Machine
 
 __all__ = [
@@ -442,45 +441,16 @@ def _take_packed(topo: CPUTopology, available: CPUSet, count: int, strategy: str
     raise CPUAllocationError("failed to allocate cpus")
 
 
-def _go_round(x: float) -> float:
-    # Go's math.Round: half away from zero, exact for every float.
-    t = math.trunc(x)
-    if abs(x - t) >= 0.5:
-        t += math.copysign(1, x)
-    return float(t)
-
-
-def _mean(xs: Sequence[int]) -> float:
-    return _go_round(sum(float(x) for x in xs) / len(xs) * 1000) / 1000
-
-
-def _standard_deviation(xs: Sequence[int]) -> float:
-    m = _mean(xs)
-    total = 0.0
-    for x in xs:
-        total += (float(x) - m) * (float(x) - m)
-    return _go_round(math.sqrt(total / len(xs)) * 1000) / 1000
-
-
-def _spread_remainder(avail: dict[int, int], subset: Sequence[int], remainder: int, group: int) -> bool:
-    """Hand ``remainder`` CPUs out over ``subset`` in groups, round robin; False if it cannot finish.
-
-    Upstream loops forever when no NUMA node of the subset can take another group although the
-    subset's total looked big enough; this model gives up on that subset instead.
-    """
-    while remainder > 0:
-        progressed = False
-        for numa in subset:
-            if remainder == 0:
-                break
-            if avail[numa] < group:
-                continue
-            avail[numa] -= group
-            remainder -= group
-            progressed = True
-        if not progressed:
-            return False
-    return True
+def _socket_bits(topo: CPUTopology, numas: Sequence[int]) -> list[int]:
+    """Per NUMA node of ``numas``, the sockets holding its CPUs as bits (bit i: the i-th socket id)."""
+    bit = {socket: 1 << i for i, socket in enumerate(sorted(topo.socket_masks))}
+    out = []
+    for n in numas:
+        bits = 0
+        for socket in topo.sockets_of_numa.get(n, ()):
+            bits |= bit[socket]
+        out.append(bits)
+    return out
 
 
 def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: int, strategy: str,
@@ -500,58 +470,15 @@ def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: i
         raise _not_enough(count, available)
 
     numas = acc.sort_numas()
-    free_in = {n: acc._free(topo.numa_masks[n]) for n in numas}
+    free = [acc._free(topo.numa_masks[n]) for n in numas]
+    sockets = _socket_bits(topo, numas) if align_by_socket else None
     min_numas, max_numas = acc.range_numas_needed(group)
     for k in range(min_numas, max_numas + 1):
-        best_balance = math.inf
-        best_remainder: tuple[int, ...] | None = None
-        best_combo: tuple[int, ...] | None = None
-        best_in_one_socket = False
-        for combo in combinations(numas, k):
-            if best_balance == 0 and (not align_by_socket or best_in_one_socket):
-                break
-            if sum(free_in[n] for n in combo) < count:
-                continue
-            if sum(free_in[n] // group for n in combo) * group < count:
-                continue
-            distribution = (count // len(combo) // group) * group
-            if align_by_socket:
-                distribution = min([distribution] + [free_in[n] // group * group for n in combo])
-            if any(free_in[n] < distribution for n in combo):
-                continue
-            after = dict(free_in)
-            for n in combo:
-                after[n] -= distribution
-            remainder = count - distribution * len(combo)
-            remainder_combo = [n for n in combo if after[n] >= group]
-            local_balance = math.inf
-            local_remainder: tuple[int, ...] | None = None
-            if remainder == 0:
-                local_balance = _standard_deviation([after[n] for n in numas])
-            size = len(remainder_combo)
-            while remainder > 0 and size >= 1:
-                for subset in combinations(remainder_combo, size):
-                    trial = dict(after)
-                    if sum(trial[n] for n in subset) < remainder:
-                        continue
-                    if not _spread_remainder(trial, subset, remainder, group):
-                        continue
-                    balance = _standard_deviation([trial[n] for n in numas])
-                    if balance < local_balance:
-                        local_balance = balance
-                        local_remainder = subset
-                size -= 1
-            in_one_socket = align_by_socket and len(topo.sockets_in_numa(combo)) <= 1
-            better = local_balance < best_balance
-            if align_by_socket and in_one_socket != best_in_one_socket:
-                better = in_one_socket
-            if better:
-                best_balance = local_balance
-                best_remainder = local_remainder
-                best_combo = combo
-                best_in_one_socket = in_one_socket
-        if best_combo is None:
+        best = best_combination(free, count, group, k, sockets)
+        if best is None:
             continue
+        best_combo = tuple(numas[i] for i in best[0])
+        best_remainder = None if best[1] is None else tuple(numas[i] for i in best[1])
 
         distribution = (count // len(best_combo) // group) * group
         distribution = min([distribution] + [acc._free(topo.numa_masks[n]) // group * group for n in best_combo])
