@@ -443,14 +443,9 @@ def _take_packed(topo: CPUTopology, available: CPUSet, count: int, strategy: str
 
 def _socket_bits(topo: CPUTopology, numas: Sequence[int]) -> list[int]:
     """Per NUMA node of ``numas``, the sockets holding its CPUs as bits (bit i: the i-th socket id)."""
-    bit = {socket: 1 << i for i, socket in enumerate(sorted(topo.socket_masks))}
-    out = []
-    for n in numas:
-        bits = 0
-        for socket in topo.sockets_of_numa.get(n, ()):
-            bits |= bit[socket]
-        out.append(bits)
-    return out
+    held = [topo.sockets_of_numa.get(n, ()) for n in numas]
+    bit = {socket: 1 << i for i, socket in enumerate(sorted({s for sockets in held for s in sockets}))}
+    return [sum(bit[s] for s in set(sockets)) for sockets in held]
 
 
 def _take_distributed(topo: CPUTopology, available: CPUSet, count: int, group: int, strategy: str,
