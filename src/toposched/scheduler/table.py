@@ -600,6 +600,34 @@ def grown(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
+def grown_in_place(array: np.ndarray, size: int, fill: object = 0, axis: int = -1) -> np.ndarray:
+    """:func:`grown` for an array that only its holder keeps and grows: the result is a view of a
+    larger array, so that the next rows added are a wider view of it, not a copy of every row.
+
+    Nodes join one at a time (autoscaling, replacements); at 5,000 nodes copying a cache's arrays
+    on each join cost the next pod up to 0.7 ms a cache. The arrays grow by half again when full.
+    The holder must replace its array by the result and keep no other view of it to grow.
+    """
+    have = array.shape[axis]
+    if have >= size:
+        return array
+    base = array.base
+    at = axis % array.ndim
+    if (isinstance(base, np.ndarray) and base.ndim == array.ndim and base.shape[at] >= size
+            and base.shape[:at] + base.shape[at + 1:] == array.shape[:at] + array.shape[at + 1:]
+            and base.strides == array.strides
+            and base.__array_interface__["data"][0] == array.__array_interface__["data"][0]):
+        wider = base[(slice(None),) * at + (slice(0, size),)]
+    else:
+        shape = list(array.shape)
+        shape[at] = max(size, have + have // 2)
+        base = np.empty(shape, dtype=array.dtype)
+        wider = base[(slice(None),) * at + (slice(0, size),)]
+        wider[(slice(None),) * at + (slice(0, have),)] = array
+    wider[(slice(None),) * at + (slice(have, size),)] = fill
+    return wider
+
+
 _ROW_ARRAYS = ("_alloc", "_divisor", "_used", "_free", "_zfree", "_zcap", "_zcapmax", "_zmax", "_zsum", "_zvalid", "_zsplit", "_zheld",
                "_mgroups", "_policy", "_pod_scope", "_cpu_static", "_cpu_widest", "_mem_static", "_topology", "_schedulable", "_live",
                "_taint_class")

@@ -18,7 +18,7 @@ import numpy as np
 
 from toposched.devices.fgd import MILLI, NodeBatch
 from toposched.devices.share import GPURequest
-from toposched.scheduler.table import NodeTable, grown
+from toposched.scheduler.table import NodeTable, grown_in_place
 
 __all__ = ["UNKNOWN", "GPURows", "RowGPUs"]
 
@@ -111,11 +111,11 @@ class GPURows:
         """Rows added up to ``size``, empty (no node) until written."""
         added = size - len(self._facts)
         for name in ("count", "smallest", "model_code", "memory", "used_core", "used_memory", "busy", "free_milli"):
-            setattr(self, name, grown(getattr(self, name), size, axis=0))  # rows first here
+            setattr(self, name, grown_in_place(getattr(self, name), size, axis=0))  # rows first here
         for resource, arrays in self.whole.items():
-            self.whole[resource] = tuple(grown(a, size) for a in arrays)  # type: ignore[assignment]
+            self.whole[resource] = tuple(grown_in_place(a, size) for a in arrays)  # type: ignore[assignment]
         for resource, array in self.devices.items():
-            self.devices[resource] = grown(array, size)
+            self.devices[resource] = grown_in_place(array, size)
         self._facts += [None] * added
 
     def _rebuild(self, table: NodeTable, read: Callable[[int], RowGPUs | None], width: int) -> None:

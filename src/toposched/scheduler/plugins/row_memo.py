@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 
 from toposched.scheduler.cluster import NodeRecord
-from toposched.scheduler.table import NodeTable
+from toposched.scheduler.table import NodeTable, grown_in_place
 
 __all__ = ["RowMemo"]
 
@@ -39,10 +39,8 @@ class RowMemo:
         if rows is None:  # every row is read again (also after the table renumbered its rows)
             self.cls = np.full(size, -1, dtype=np.int64)
             self.values = np.zeros((size, self.width), dtype=np.int64)
-        elif len(self.cls) < size:
-            grown = size - len(self.cls)
-            self.cls = np.concatenate([self.cls, np.full(grown, -1, dtype=np.int64)])
-            self.values = np.concatenate([self.values, np.zeros((grown, self.width), dtype=np.int64)])
+        elif len(self.cls) < size:  # nodes joined: their rows are among the changed ones
+            self.cls, self.values = grown_in_place(self.cls, size, -1), grown_in_place(self.values, size, axis=0)
         todo = range(size) if rows is None else rows.tolist()
         nodes = table.cluster.nodes
         for row in todo:
@@ -58,3 +56,4 @@ class RowMemo:
             self.cls[row] = ident
             self.values[row] = self._measure(record)
         self._stamp = table.stamp
+
