@@ -97,6 +97,15 @@ def test_the_compiled_search_refuses_what_it_cannot_represent(args: tuple, error
         numa_distribution.compiled.best_combination(*args)  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_k_or_group_below_one_is_refused_by_either_form(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not compiled:
+        monkeypatch.setattr(numa_distribution, "compiled", None)
+    for k, group in ((0, 1), (1, 0)):
+        with pytest.raises(ValueError):
+            numa_distribution.best_combination([2, 2], 0, group, k, None)
+
+
 def test_more_numa_nodes_than_the_extension_holds_run_the_python_form() -> None:
     free = [2] * 70
     assert numa_distribution.best_combination(free, 4, 2, 2, None) == ((0, 1), None)

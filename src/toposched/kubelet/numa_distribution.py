@@ -43,8 +43,10 @@ def best_combination(free: Sequence[int], count: int, group: int, k: int, socket
     combination within one socket then wins over any other, and the even share is capped by the
     least any of its nodes has), else None. Returns positions in ``free``: the combination and the
     subset of it the remainder goes to round robin (None when the share leaves none), or None when
-    no combination of ``k`` nodes can hold the request.
+    no combination of ``k`` nodes can hold the request. ValueError for a ``k`` or ``group`` below 1.
     """
+    if k < 1 or group < 1:
+        raise ValueError(f"k ({k}) and group ({group}) must be positive")
     if compiled is not None and len(free) <= _COMPILED_MOST_NUMAS and (sockets is None or max(sockets, default=0) < 2**63):
         return compiled.best_combination(list(free), count, group, k, None if sockets is None else list(sockets))
     return _best_combination(list(free), count, group, k, sockets)
