@@ -56,4 +56,3 @@ class RowMemo:
             self.cls[row] = ident
             self.values[row] = self._measure(record)
         self._stamp = table.stamp
-
