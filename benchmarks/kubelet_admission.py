@@ -113,13 +113,14 @@ def main() -> int:
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     figures: dict[str, dict] = {}
-    for numa in args.numa if args.distribute else ():
-        f = figures[f"distribute:{numa}"] = run_distribute(numa)
-        compiled = (f"compiled: mean {f['compiled_mean_ms']:6.3f} ms, max {f['compiled_max_ms']:6.2f} ms   "
-                    if "compiled_mean_ms" in f else "compiled: not built   ")
-        print(f"{numa:2d} NUMA  distribute-cpus-across-numa  {compiled}"
-              f"Python: mean {f['python_mean_ms']:6.3f} ms, max {f['python_max_ms']:6.2f} ms", flush=True)
-    for numa in () if args.distribute else args.numa:
+    for numa in args.numa:
+        if args.distribute:
+            f = figures[f"distribute:{numa}"] = run_distribute(numa)
+            compiled = (f"compiled: mean {f['compiled_mean_ms']:6.3f} ms, max {f['compiled_max_ms']:6.2f} ms   "
+                        if "compiled_mean_ms" in f else "compiled: not built   ")
+            print(f"{numa:2d} NUMA  distribute-cpus-across-numa  {compiled}"
+                  f"Python: mean {f['python_mean_ms']:6.3f} ms, max {f['python_max_ms']:6.2f} ms", flush=True)
+            continue
         merges = (("upstream", merge_hints), ("fast", fast_merge_hints))
         for label, merge in merges[numa > _KUBELET_NUMA_LIMIT:]:
             f = run(numa, merge, args.rounds)

@@ -30,7 +30,7 @@ try:
 except ImportError:  # built without a C compiler: the Python form runs
     compiled = None
 
-_COMPILED_MOST_NUMAS = 64  # the extension keeps a combination as 64-bit masks
+_COMPILED_MOST_NUMAS = 64  # the extension's arrays hold this many NUMA nodes; its socket bits are 64-bit
 
 
 def best_combination(free: Sequence[int], count: int, group: int, k: int, sockets: Sequence[int] | None
