@@ -86,6 +86,9 @@ def _same(ids, distances, providers):
                 policy,
                 options,
             )
+            if policy != "none":
+                problem = prepare_merge(policy, ids, providers, options=options, distances=distances)
+                _preferred_alone_as_upstream(problem, _exhaustive_best(problem))
 
 
 @settings(max_examples=300, deadline=None)
@@ -167,8 +170,17 @@ def _same_on_arrays(ids, distances, providers, per_list_ids):
             arrays = _as_arrays(problem, per_list_ids)
             # The same lists, held otherwise (an array lists its hints in upstream's order).
             assert [sorted(hints, key=repr) for hints in arrays.lists] == [sorted(hints, key=repr) for hints in problem.lists]
-            assert finish_merge(problem, *fast_merge._fast_best(arrays)) == finish_merge(
-                problem, *_exhaustive_best(problem)), (policy, options)
+            upstream = _exhaustive_best(problem)
+            assert finish_merge(problem, *fast_merge._fast_best(arrays)) == finish_merge(problem, *upstream), (policy, options)
+            _preferred_alone_as_upstream(problem, upstream)
+            _preferred_alone_as_upstream(arrays, upstream)
+
+
+def _preferred_alone_as_upstream(problem, upstream):
+    """fast_preferred (what a policy admitting only preferred hints asks first) is upstream's best mask
+    when that is preferred, and None exactly when it is not."""
+    mask, preferred = upstream
+    assert fast_merge.fast_preferred(problem) == (mask if preferred else None), problem.policy
 
 
 @settings(max_examples=300, deadline=None)

@@ -35,8 +35,8 @@ from toposched.kubelet.device_manager import (
 )
 from toposched.kubelet.device_manager import _generate_hints as device_hints_reference
 from toposched.kubelet.device_manager import _mask_hints as device_mask_hints
-from toposched.kubelet.hint_arrays import subset_masks, subset_order, subset_widths
-from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of
+from toposched.kubelet.hint_arrays import MaskHintArray, subset_masks, subset_order, subset_widths
+from toposched.kubelet.hints import TopologyHint, iterate_masks, mask_of, numa_set
 from toposched.kubelet.memory_manager import StaticMemoryPolicy
 from toposched.kubelet.node import KubeletNode
 from toposched.kubelet.scope import MaskTopologyManager, TopologyManager
@@ -544,6 +544,55 @@ def test_mask_topology_manager_decides_as_the_topology_manager(providers, policy
         except TopologyAffinityError as err:
             outcomes.append(("refused", err.hint))
     assert outcomes[0] == outcomes[1]
+
+
+class _ArrayProvider:
+    """A provider handing its one resource's hints over as a MaskHintArray (as the CPU and memory
+    managers do on machines with many NUMA nodes), or as the TopologyHint list it stands for."""
+
+    def __init__(self, hints: MaskHintArray):
+        self.hints = hints
+
+    def topology_masks(self, pod, container, *, single_numa_only):
+        return {"r": self.hints}
+
+    def pod_topology_masks(self, pod, *, single_numa_only):
+        return {"r": self.hints}
+
+    def get_topology_hints(self, pod, container=None):
+        return {"r": [TopologyHint(numa_set(m), p) for m, p in self.hints]}
+
+    get_pod_topology_hints = get_topology_hints
+
+    def allocate(self, pod, container):
+        return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 3)), min_size=2, max_size=3),
+       st.sampled_from(["restricted", "single-numa-node"]), st.sampled_from(["container", "pod"]))
+def test_refused_hint_on_a_wide_machine_is_the_eager_merges(anchors, policy, scope):
+    """On 10 NUMA nodes (hints as arrays, the non-preferred search by subset transforms) a policy that
+    admits only preferred hints refuses without searching the best non-preferred hint; the error
+    still names the hint the merge would have chosen (computed when read)."""
+    ids = tuple(range(10))
+    masks, widths = subset_masks(ids), subset_widths(len(ids))
+    providers = []
+    for node, width in anchors:  # every set of at most ``width`` nodes holding ``node``; the one-node set preferred
+        valid = ((masks >> node) & 1 == 1) & (widths <= width)
+        providers.append(_ArrayProvider(MaskHintArray(ids, valid, valid & (widths == 1))))
+    pod = Pod("p", uid="p", containers=(Container("c"),))
+    outcomes = []
+    for manager in (TopologyManager(ids, policy=policy, scope=scope, providers=providers, merge=fast_merge_hints,
+                                    options={"max-allowable-numa-nodes": "10"}),
+                    MaskTopologyManager(ids, policy=policy, scope=scope, providers=providers, merge=fast_merge_hints,
+                                        options={"max-allowable-numa-nodes": "10"})):
+        try:
+            outcomes.append(manager.admit(pod))
+        except TopologyAffinityError as err:
+            outcomes.append(("refused", err.hint))
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0], tuple) == (len({node for node, _ in anchors}) > 1)  # preferred sets never meet
 
 
 def test_mask_topology_manager_checks_the_hints_it_cannot_trust():

@@ -351,14 +351,35 @@ def _fast_best(problem: MergeProblem) -> Hint:
     if any(len(hints) == 0 for hints in problem.lists):
         # No permutation at all (single-numa-node filtered a list empty): upstream's default.
         return (problem.default, False)
-    if (any(isinstance(hints, MaskHintArray) for hints in problem.lists)
-            and len(problem.numa_ids) <= _TRANSFORMS_UP_TO and problem.numa_ids[-1] < _ARRAY_MASK_BITS):
+    if _on_arrays(problem):
         return _array_best(problem)
     mask = _best_preferred(problem)
     if mask is not None:
         return (mask, True)
     mask = _best_non_preferred(problem)
     return (problem.default, False) if mask is None else (mask, False)
+
+
+def fast_preferred(problem: MergeProblem) -> int | None:
+    """The mask of upstream's best merged hint if that hint is preferred; None when no permutation
+    merges into a preferred hint (:func:`_fast_best` then searches the non-preferred ones).
+
+    A policy that admits only a preferred hint (``restricted``, ``single-numa-node``) refuses the pod
+    whenever this is None, whichever non-preferred hint would be best: on a 16-NUMA machine that
+    search costs three times a whole admission (``benchmarks/kubelet_admission.py --numa 16``)."""
+    if any(len(hints) == 0 for hints in problem.lists):
+        return None
+    if _on_arrays(problem):
+        size = 1 << len(problem.numa_ids)
+        return _array_best_preferred(problem, [_Positions(hints, problem.numa_ids) for hints in problem.lists], size)
+    return _best_preferred(problem)
+
+
+def _on_arrays(problem: MergeProblem) -> bool:
+    """Whether the merge runs on arrays over the subsets (:func:`_array_best`): some provider handed
+    over a :class:`MaskHintArray`, and the machine's NUMA ids fit the subset arrays."""
+    return (any(isinstance(hints, MaskHintArray) for hints in problem.lists)
+            and len(problem.numa_ids) <= _TRANSFORMS_UP_TO and problem.numa_ids[-1] < _ARRAY_MASK_BITS)
 
 
 # ---- the same merge over arrays, when providers hand over MaskHintArray lists -----------------------

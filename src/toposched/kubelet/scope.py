@@ -31,11 +31,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toposched.errors import InputError, ToposchedError
-from toposched.kubelet.fast_merge import _fast_best, fast_merge_hints
+from toposched.kubelet.fast_merge import _fast_best, fast_merge_hints, fast_preferred
 from toposched.kubelet.hint_arrays import MaskHintArray
 from toposched.kubelet.hints import TopologyHint
 from toposched.kubelet.topology_manager import (
     POLICY_NONE,
+    POLICY_RESTRICTED,
     POLICY_SINGLE_NUMA_NODE,
     Hint,
     MergeProblem,
@@ -315,7 +316,11 @@ class MaskTopologyManager(TopologyManager):
                 out.append(tuple(hints))
         return out
 
-    def _merge_lists(self, lists: list[tuple[Hint, ...]]) -> tuple[TopologyHint, bool]:
+    def _merge_lists(self, lists: list[tuple[Hint, ...]]) -> tuple[TopologyHint | Callable[[], TopologyHint], bool]:
+        """The merged hint and whether the policy admits it. Where the fast merge finds no preferred
+        hint under a policy that admits only preferred ones, the refusal is certain and the hint
+        is handed over as a function computing it (:class:`TopologyAffinityError` calls it when
+        read): the non-preferred search is the dearest part of a merge on a wide machine."""
         if self._single_numa_only:
             lists = _filter_single_numa(lists)
         template = self._empty_problem
@@ -323,8 +328,13 @@ class MaskTopologyManager(TopologyManager):
             template.policy, template.numa_ids, template.default, tuple(lists), template.options, template.distances
         )
         assert self._best is not None
-        mask, preferred = self._best(problem)
-        return finish_merge(problem, mask, preferred)
+        best = self._best
+        if best is _fast_best and problem.policy in (POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE):
+            mask = fast_preferred(problem)
+            if mask is None:
+                return (lambda: finish_merge(problem, *best(problem))[0]), False
+            return finish_merge(problem, mask, True)
+        return finish_merge(problem, *best(problem))
 
     def _container_merge(self, pod: Pod, container: Container) -> tuple[TopologyHint, bool]:
         if self._best is None:

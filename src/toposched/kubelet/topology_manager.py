@@ -26,7 +26,7 @@ permutation like the kubelet does (its cost is the product of the list lengths).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, product
@@ -108,11 +108,19 @@ class TopologyAffinityError(ToposchedError):
     reason = TOPOLOGY_AFFINITY_ERROR
     message = "Resources cannot be allocated with Topology locality"
 
-    def __init__(self, *, pod: str | None = None, container: str | None = None, hint: TopologyHint | None = None):
+    def __init__(self, *, pod: str | None = None, container: str | None = None,
+                 hint: TopologyHint | Callable[[], TopologyHint] | None = None):
         super().__init__(self.message)
         self.pod = pod
         self.container = container
-        self.hint = hint
+        self._hint = hint
+
+    @property
+    def hint(self) -> TopologyHint | None:
+        """The refused merged hint (computed on first read where it was given as a function)."""
+        if callable(self._hint):
+            self._hint = self._hint()
+        return self._hint
 
 
 class UnexpectedAdmissionError(ToposchedError):
