@@ -72,6 +72,8 @@ SCOPES = (SCOPE_CONTAINER, SCOPE_POD)
 
 ProviderHints = Mapping[str, Sequence[TopologyHint] | None] | None
 MergeFunction = Callable[..., tuple[TopologyHint, bool]]
+# A merged hint, or where the policy certainly refuses it, a function computing it (see MaskTopologyManager._merge_lists).
+MergedHint = TopologyHint | Callable[[], TopologyHint]
 
 
 @runtime_checkable
@@ -247,10 +249,10 @@ class TopologyManager:
             chosen[container.name] = hint
         return chosen
 
-    def _container_merge(self, pod: Pod, container: Container) -> tuple[TopologyHint, bool]:
+    def _container_merge(self, pod: Pod, container: Container) -> tuple[MergedHint, bool]:
         return self.merge(container_providers_hints(pod, container, self._providers))
 
-    def _pod_merge(self, pod: Pod) -> tuple[TopologyHint, bool]:
+    def _pod_merge(self, pod: Pod) -> tuple[MergedHint, bool]:
         return self.merge(pod_providers_hints(pod, self._providers))
 
     def _record(self, pod: Pod, container_name: str, hint: TopologyHint) -> None:
@@ -296,7 +298,7 @@ class MaskTopologyManager(TopologyManager):
         super().__init__(numa_nodes, **kwargs)
         self._best = next((best for merge, best in _BEST_OF_MERGE if merge is self._merge), None)
         self._single_numa_only = self.policy == POLICY_SINGLE_NUMA_NODE
-        self._unpinned: tuple[TopologyHint, bool] | None = None  # the merge when no provider has a preference
+        self._unpinned: tuple[MergedHint, bool] | None = None  # the merge when no provider has a preference
         self._node_set = frozenset(self.numa_nodes)
         self._bits = {n: 1 << n for n in self.numa_nodes}
 
@@ -316,7 +318,7 @@ class MaskTopologyManager(TopologyManager):
                 out.append(tuple(hints))
         return out
 
-    def _merge_lists(self, lists: list[tuple[Hint, ...]]) -> tuple[TopologyHint | Callable[[], TopologyHint], bool]:
+    def _merge_lists(self, lists: list[tuple[Hint, ...]]) -> tuple[MergedHint, bool]:
         """The merged hint and whether the policy admits it. Where the fast merge finds no preferred
         hint under a policy that admits only preferred ones, the refusal is certain and the hint
         is handed over as a function computing it (:class:`TopologyAffinityError` calls it when
@@ -336,7 +338,7 @@ class MaskTopologyManager(TopologyManager):
             return finish_merge(problem, mask, True)
         return finish_merge(problem, *best(problem))
 
-    def _container_merge(self, pod: Pod, container: Container) -> tuple[TopologyHint, bool]:
+    def _container_merge(self, pod: Pod, container: Container) -> tuple[MergedHint, bool]:
         if self._best is None:
             return super()._container_merge(pod, container)
         lists: list[tuple[Hint, ...]] = []
@@ -376,7 +378,7 @@ class MaskTopologyManager(TopologyManager):
             chosen[container.name] = hint
         return chosen
 
-    def _pod_merge(self, pod: Pod) -> tuple[TopologyHint, bool]:
+    def _pod_merge(self, pod: Pod) -> tuple[MergedHint, bool]:
         if self._best is None:
             return super()._pod_merge(pod)
         lists: list[tuple[Hint, ...]] = []
