@@ -20,14 +20,9 @@ from toposched.kubelet.config import CPU_MANAGER_OPTIONS
 
 # Divergences found and not fixed yet: each names what the generator leaves out until it is, and
 # a kept case in tests/kubelet/oracle_regressions/ (with "open": <name>) shows it
-# (docs/kubelet/oracle.md). The differences kept on purpose are named rules in
+# (docs/kubelet/oracle.md). None is open; the differences kept on purpose are named rules in
 # tests/kubelet/test_oracle.py.
-OPEN_DIVERGENCES: dict[str, str] = {
-    "distribute-combination-aliasing": (
-        "takeByTopologyNUMADistributed keeps its best combination as a slice that iterateCombinations' "
-        "append goes on writing into, so the kubelet takes CPUs from a later combination's NUMA nodes; "
-        "the generator still draws such cases (the 20,000-case run finds them)"),
-}
+OPEN_DIVERGENCES: dict[str, str] = {}
 
 GI = 2**30
 MI = 2**20

@@ -10,6 +10,7 @@ included, for any free counts, group size, combination size and socket layout.
 from __future__ import annotations
 
 import random
+from itertools import combinations
 
 import pytest
 from hypothesis import given, settings
@@ -109,3 +110,74 @@ def test_a_k_or_group_below_one_is_refused_by_either_form(compiled: bool, monkey
 def test_more_numa_nodes_than_the_extension_holds_run_the_python_form() -> None:
     free = [2] * 70
     assert numa_distribution.best_combination(free, 4, 2, 2, None) == ((0, 1), None)
+
+
+# ---- the combination as upstream's slices keep it ------------------------------------------------
+
+
+class _GoSlice:
+    """A Go ``[]int``: a window (length, capacity) on a backing list other slices may share."""
+
+    def __init__(self, backing: list[int], length: int) -> None:
+        self.backing, self.length = backing, length
+
+    def append(self, value: int) -> _GoSlice:
+        cap = len(self.backing)
+        if self.length < cap:  # room left: written in place, the backing shared
+            self.backing[self.length] = value
+            return _GoSlice(self.backing, self.length + 1)
+        grown = [0] * max(1, 2 * cap)  # Go doubles small int slices: 1, 2, 4, 8, ... (size classes)
+        grown[:self.length] = self.backing[:self.length]
+        grown[self.length] = value
+        return _GoSlice(grown, self.length + 1)
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(self.backing[:self.length])
+
+
+def _go_iterate(n: int, k: int, visit) -> None:
+    """Upstream ``iterateCombinations`` over ``range(n)``: ``visit`` gets each combination as a slice
+    and returns True to break."""
+    def helper(k: int, start: int, accum: _GoSlice) -> bool:
+        if k == 0:
+            return visit(accum)
+        return any(helper(k - 1, i + 1, accum.append(i)) for i in range(start, n - k + 1))  # stops at a break
+    helper(k, 0, _GoSlice([], 0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(st.just(n), st.integers(1, n))), st.data())
+def test_the_kept_combination_is_what_go_slices_hold(nk, data):
+    """_overwritten against Go's append, simulated: keep the slice of one combination, let the search
+    go on (to its end, or to a break some combinations later) and read the slice at the end."""
+    n, k = nk
+    every = list(combinations(range(n), k))
+    chosen = data.draw(st.integers(0, len(every) - 1))
+    stop = data.draw(st.one_of(st.none(), st.integers(chosen + 1, len(every)).filter(lambda s: s < len(every))))
+    kept, seen = [], []
+
+    def visit(accum: _GoSlice) -> bool:
+        seen.append(accum.values())
+        if len(seen) - 1 == chosen:
+            kept.append(accum)
+        return stop is not None and len(seen) - 1 == stop
+
+    _go_iterate(n, k, visit)
+    assert seen == every[:None if stop is None else stop + 1]  # upstream's order is lexicographic
+    last = every[stop] if stop is not None else None
+    assert numa_distribution._overwritten(every[chosen], last, n) == kept[0].values()
+
+
+def test_distributed_cpus_come_from_the_combination_go_keeps():
+    """The case the kubelet oracle found: six NUMA nodes of one CPU on three sockets, CPU 0 taken, four
+    CPUs spread: every four of the NUMA nodes 1-5 balance alike, the search keeps the first, {1,2,3,4},
+    and the next one, {1,2,3,5}, overwrites its last node. The kubelet takes CPUs 1, 2, 3 and 5."""
+    rows = [{"cpu": c, "core": c, "socket": c // 2, "numa": c} for c in range(6)]
+    machine = Machine.from_cpu_table(rows, memory_per_numa=2**32,
+                                     distances={a: {b: 10 if a == b else 11 for b in range(6)} for a in range(6)})
+    for built in (numa_distribution.compiled, None):
+        saved, numa_distribution.compiled = numa_distribution.compiled, built
+        try:
+            assert take_by_topology(machine, CPUSet([1, 2, 3, 4, 5]), 4, distribute=True) == CPUSet([1, 2, 3, 5])
+        finally:
+            numa_distribution.compiled = saved
