@@ -96,9 +96,7 @@ def _judge(free: list[int], count: int, group: int, sockets: Sequence[int] | Non
     distribution = _share(free, count, group, sockets, combo)
     if any(free[i] < distribution for i in combo):
         return None
-    after = list(free)
-    for i in combo:
-        after[i] -= distribution
+    after = _left_after(free, combo, distribution)
     remainder = count - distribution * k
     remainder_combo = [i for i in combo if after[i] >= group]
     local_balance = math.inf
@@ -131,6 +129,14 @@ def _share(free: list[int], count: int, group: int, sockets: Sequence[int] | Non
     return distribution
 
 
+def _left_after(free: list[int], combo: tuple[int, ...], distribution: int) -> list[int]:
+    """The free CPUs of every NUMA node once each node of ``combo`` gave ``distribution``."""
+    after = list(free)
+    for i in combo:
+        after[i] -= distribution
+    return after
+
+
 def _as_kept(free: list[int], count: int, group: int, sockets: Sequence[int] | None, combo: tuple[int, ...],
              remainder: tuple[int, ...] | None) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """The best ``combo`` and its ``remainder`` subset as upstream's search leaves them in its slices.
@@ -147,15 +153,12 @@ def _as_kept(free: list[int], count: int, group: int, sockets: Sequence[int] | N
     # The search stopped early when the best balanced perfectly (in one socket, with align-by-socket):
     # its balance is the one spreading the remainder over ``remainder`` gave (no second search).
     distribution = _share(free, count, group, sockets, combo)
-    after = list(free)
-    for i in combo:
-        after[i] -= distribution
+    after = _left_after(free, combo, distribution)
     left = count - distribution * k
     balanced = not left or (remainder is not None and _spread_remainder(after, remainder, left, group))
     in_one_socket = sockets is None or _socket_bits_of(sockets, combo).bit_count() <= 1
     stopped = balanced and _standard_deviation(after) == 0 and in_one_socket
-    last = _following(combo, n) if stopped else tuple(range(n - k, n))
-    kept = _overwritten(combo, last or combo, n)
+    kept = _overwritten(combo, _following(combo, n) if stopped else None, n)
     if remainder is not None:
         takers = [i for i in combo if free[i] - distribution >= group]  # upstream's remainderCombo
         at = tuple(takers.index(i) for i in remainder)
